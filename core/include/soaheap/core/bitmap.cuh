@@ -1,0 +1,149 @@
+#pragma once
+/// @file bitmap.cuh
+/// @brief Lock-free hierarchical bitmap: level 0 holds one bit per block; bit i of level l+1 says
+///        whether 64-bit word i of level l has any bit set, so set bits are found top-down in a few
+///        reads and enumeration skips empty regions.
+///
+/// Every operation is a bounded sequence of atomics. Parent bits are kept *eventually* consistent:
+/// a thread whose atomic turned a word from zero to non-zero (or back) re-derives the parent bit
+/// from the word and repeats until the word did not change meanwhile, so when all operations of a
+/// kernel have finished every level agrees with the one below. Unlike DynaSOAr's set()/clear(),
+/// no operation waits for the effect of another thread, which keeps the bitmap correct under
+/// independent thread scheduling (a lane never spins on a lane of its own warp).
+
+#include <soaheap/core/portability.cuh>
+
+#include <cstdint>
+
+namespace soaheap {
+
+/// @brief Where the words of a hierarchical bitmap of a given size lie inside its storage.
+struct BitmapShape {
+  static constexpr int kMaxLevels = 8;
+  std::uint64_t bit_count = 0;
+  int level_count = 0;
+  std::uint64_t level_offset[kMaxLevels] = {};  ///< first word of each level in the storage
+  std::uint64_t level_words[kMaxLevels] = {};   ///< words in each level
+  std::uint64_t total_words = 0;
+
+  /// @brief Shape of a bitmap of @p bits bits (at least 1).
+  static BitmapShape for_bits(std::uint64_t bits) {
+    BitmapShape shape;
+    shape.bit_count = bits;
+    std::uint64_t level_bits = bits;
+    do {
+      const std::uint64_t words = (level_bits + 63) / 64;
+      shape.level_offset[shape.level_count] = shape.total_words;
+      shape.level_words[shape.level_count] = words;
+      shape.total_words += words;
+      ++shape.level_count;
+      level_bits = words;
+    } while (level_bits > 1);
+    return shape;
+  }
+};
+
+/// @brief A non-owning, trivially copyable view of a hierarchical bitmap (usable in kernels and host threads).
+class BitmapView {
+ public:
+  static constexpr std::uint64_t kNotFound = ~std::uint64_t{0};
+  /// Attempts of clear_any() to find and clear a bit before it gives up (others kept clearing them).
+  static constexpr int kClearAnyAttempts = 64;
+
+  BitmapView() = default;
+  SOAHEAP_HD BitmapView(std::uint64_t* words, const BitmapShape& shape) : words_(words), shape_(shape) {}
+
+  SOAHEAP_HD std::uint64_t size() const { return shape_.bit_count; }
+  SOAHEAP_HD const BitmapShape& shape() const { return shape_; }
+  SOAHEAP_HD std::uint64_t* words() const { return words_; }
+
+  SOAHEAP_HD bool get(std::uint64_t position) const {
+    return (detail::atomic_load(&word(0, position / 64)) >> (position % 64)) & 1u;
+  }
+  /// @brief Sets the bit; true when this call changed it from 0 to 1.
+  SOAHEAP_HD bool try_set(std::uint64_t position) const { return update(position, true); }
+  /// @brief Clears the bit; true when this call changed it from 1 to 0.
+  SOAHEAP_HD bool try_clear(std::uint64_t position) const { return update(position, false); }
+  /// @brief Makes the bit 1 (whoever sets it first). Never waits for other threads.
+  SOAHEAP_HD void set(std::uint64_t position) const { update(position, true); }
+  /// @brief Makes the bit 0. Never waits for other threads.
+  SOAHEAP_HD void clear(std::uint64_t position) const { update(position, false); }
+  SOAHEAP_HD void assign(std::uint64_t position, bool value) const { update(position, value); }
+
+  /// @brief True when no bit appears set (exact when no operation is in flight).
+  SOAHEAP_HD bool appears_empty() const { return detail::atomic_load(&word(shape_.level_count - 1, 0)) == 0; }
+
+  /// @brief Position of some set bit, chosen top-down with rotation by @p seed, or kNotFound.
+  /// May miss set bits while other threads are changing the bitmap; callers retry.
+  SOAHEAP_HD std::uint64_t try_find_set(std::uint32_t seed) const {
+    std::uint64_t index = 0;
+    for (int level = shape_.level_count - 1; level >= 0; --level) {
+      const std::uint64_t value = detail::atomic_load(&word(level, index));
+      const int bit = detail::pick_set_bit(value, detail::mix_seed(seed + static_cast<std::uint32_t>(level)));
+      if (bit < 0) return kNotFound;
+      index = index * 64 + static_cast<std::uint64_t>(bit);
+    }
+    return index;
+  }
+
+  /// @brief Finds a set bit and clears it atomically; returns its position, or kNotFound when the
+  /// bitmap is empty or every attempt lost its bit to another thread.
+  SOAHEAP_HD std::uint64_t clear_any(std::uint32_t seed) const {
+    for (int attempt = 0; attempt < kClearAnyAttempts; ++attempt) {
+      const std::uint64_t position = try_find_set(seed + static_cast<std::uint32_t>(attempt) * 0x9e3779b9u);
+      if (position == kNotFound) {
+        if (appears_empty()) return kNotFound;
+        continue;
+      }
+      if (try_clear(position)) return position;
+    }
+    return kNotFound;
+  }
+
+  /// @brief Word @p index of level @p level (level 0 holds the bits themselves).
+  SOAHEAP_HD std::uint64_t& word(int level, std::uint64_t index) const {
+    return words_[shape_.level_offset[level] + index];
+  }
+
+ private:
+  SOAHEAP_HD bool update(std::uint64_t position, bool value) const {
+    const std::uint64_t word_index = position / 64;
+    const std::uint64_t mask = std::uint64_t{1} << (position % 64);
+    std::uint64_t* target = &word(0, word_index);
+    const std::uint64_t before = value ? detail::atomic_fetch_or(target, mask) : detail::atomic_fetch_and(target, ~mask);
+    const bool changed = value ? (before & mask) == 0 : (before & mask) != 0;
+    const bool emptiness_flipped = changed && (value ? before == 0 : before == mask);
+    if (emptiness_flipped) propagate(0, word_index);
+    return changed;
+  }
+
+  /// Re-derives parent bits after word (level, index) turned empty or non-empty, climbing while the
+  /// parent word's own emptiness may have flipped.
+  SOAHEAP_HD void propagate(int level, std::uint64_t index) const {
+    while (level + 1 < shape_.level_count) {
+      std::uint64_t* child = &word(level, index);
+      std::uint64_t* parent = &word(level + 1, index / 64);
+      const std::uint64_t mask = std::uint64_t{1} << (index % 64);
+      bool parent_may_have_flipped = false;
+      for (;;) {
+        detail::memory_fence();
+        const bool child_nonempty = detail::atomic_load(child) != 0;
+        const std::uint64_t before =
+            child_nonempty ? detail::atomic_fetch_or(parent, mask) : detail::atomic_fetch_and(parent, ~mask);
+        parent_may_have_flipped |= child_nonempty ? before == 0 : before == mask;
+        detail::memory_fence();
+        // Another thread may have flipped the child after we read it; its own propagate() might
+        // have run before our write, so we settle the parent again from the fresh value.
+        if ((detail::atomic_load(child) != 0) == child_nonempty) break;
+      }
+      if (!parent_may_have_flipped) return;
+      index /= 64;
+      ++level;
+    }
+  }
+
+  std::uint64_t* words_ = nullptr;
+  BitmapShape shape_{};
+};
+
+}  // namespace soaheap

@@ -1,0 +1,142 @@
+#pragma once
+/// @file detail/kernels.cuh
+/// @brief Kernel bodies of the heap's bulk operations, written once for both backends. Each is a
+///        functor called with a logical thread index by detail::Executor.
+
+#include <soaheap/core/heap_view.cuh>
+
+#include <cstdint>
+
+namespace soaheap::detail {
+
+/// Marks every block free (allocation bitmap invalidated, no class).
+template <class View>
+struct InitializeHeadersKernel {
+  View view;
+  SOAHEAP_HD void operator()(std::uint64_t block) const {
+    view.headers[block].allocation = kInvalidatedBitmap;
+    view.headers[block].iteration = 0;
+    view.headers[block].class_id = kNoClass;
+    view.headers[block].reserved = 0;
+  }
+};
+
+/// A minimal argument pack usable in device code (std::tuple is host-only).
+template <class... Ts>
+struct ArgumentPack;
+template <>
+struct ArgumentPack<> {
+  template <class F>
+  SOAHEAP_HD void apply(F&& f) const {
+    f();
+  }
+};
+template <class Head, class... Tail>
+struct ArgumentPack<Head, Tail...> {
+  Head head;
+  ArgumentPack<Tail...> tail;
+  template <class F>
+  SOAHEAP_HD void apply(F&& f) const {
+    tail.apply([&](const auto&... rest) { f(head, rest...); });
+  }
+};
+template <class... Ts>
+ArgumentPack<Ts...> make_argument_pack(const Ts&... values);
+template <>
+inline ArgumentPack<> make_argument_pack() {
+  return {};
+}
+template <class Head, class... Tail>
+ArgumentPack<Head, Tail...> make_argument_pack(const Head& head, const Tail&... tail) {
+  return {head, make_argument_pack(tail...)};
+}
+
+/// parallel_do, step 1: remember which objects exist at launch, so objects created during the
+/// operation are not visited.
+template <class View>
+struct SnapshotIterationKernel {
+  View view;
+  const std::uint32_t* blocks;
+  std::uint64_t full;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    BlockHeader& header = view.headers[blocks[index]];
+    header.iteration = atomic_load(&header.allocation) & full;
+  }
+};
+
+/// parallel_do, step 2: N_C consecutive threads per block of class C, thread s runs the method on slot s.
+template <class View, class T, class C, auto Method, class Arguments>
+struct ParallelDoKernel {
+  View view;
+  const std::uint32_t* blocks;
+  Arguments arguments;
+  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+    constexpr int kCapacity = View::Layout::template capacity<C>;
+    const std::uint64_t block = blocks[tid / kCapacity];
+    const int slot = static_cast<int>(tid % kCapacity);
+    if (((atomic_load(&view.headers[block].iteration) >> slot) & 1u) == 0) return;
+    T* object = view.template make_pointer<C>(block, slot);
+    arguments.apply([&](const auto&... values) { (object->*Method)(values...); });
+  }
+};
+
+/// parallel_new: thread i constructs T(i, arguments...).
+template <class View, class T, class Arguments>
+struct ParallelNewKernel {
+  View view;
+  Arguments arguments;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    arguments.apply([&](const auto&... values) { new (view) T(index, values...); });
+  }
+};
+
+/// Counts per class: allocated blocks, used slots, active blocks, candidates (4 counters per class).
+template <class View>
+struct StatisticsKernel {
+  static constexpr std::uint64_t kBlocksPerThread = 256;
+  static constexpr int kCounters = 4;
+  View view;
+  std::uint64_t* counters;
+  SOAHEAP_HD void operator()(std::uint64_t chunk) const {
+    std::uint64_t local[View::kClassCount][kCounters] = {};
+    const std::uint64_t begin = chunk * kBlocksPerThread;
+    const std::uint64_t end = begin + kBlocksPerThread < view.block_count ? begin + kBlocksPerThread : view.block_count;
+    const BitmapView free_blocks = view.free_blocks();
+    for (std::uint64_t block = begin; block < end; ++block) {
+      if (free_blocks.get(block)) continue;
+      const std::uint32_t class_index = atomic_load(&view.headers[block].class_id);
+      if (class_index >= static_cast<std::uint32_t>(View::kClassCount)) continue;
+      const int c = static_cast<int>(class_index);
+      local[c][0] += 1;
+      local[c][1] += popcount(atomic_load(&view.headers[block].allocation) & View::full_mask(c));
+      local[c][2] += view.active_blocks(c).get(block) ? 1 : 0;
+      local[c][3] += view.defrag_candidates(c).get(block) ? 1 : 0;
+    }
+    for (int c = 0; c < View::kClassCount; ++c)
+      for (int k = 0; k < kCounters; ++k)
+        if (local[c][k] != 0) atomic_fetch_add(&counters[c * kCounters + k], local[c][k]);
+  }
+};
+
+/// Recomputes defrag[c] of every block after the defragmentation factor of class c changed.
+template <class View>
+struct RebuildCandidatesKernel {
+  View view;
+  int class_index;
+  SOAHEAP_HD void operator()(std::uint64_t block) const {
+    if (!view.allocated_blocks(class_index).get(block)) {
+      view.defrag_candidates(class_index).clear(block);
+      return;
+    }
+    const int fill = popcount(view.headers[block].allocation & View::full_mask(class_index));
+    view.defrag_candidates(class_index).assign(block, fill <= view.defrag_threshold(class_index));
+  }
+};
+
+/// Stream-compaction predicate: is bit i of a bitmap's level 0 set?
+struct BitIsSet {
+  const std::uint64_t* level0;
+  SOAHEAP_HD bool operator()(std::uint32_t index) const { return (level0[index / 64] >> (index % 64)) & 1u; }
+};
+
+}  // namespace soaheap::detail

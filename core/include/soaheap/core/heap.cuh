@@ -1,0 +1,467 @@
+#pragma once
+/// @file heap.cuh
+/// @brief `Heap<Classes...>`: the owning host object of a soaheap heap. It allocates the blocks,
+///        launches bulk operations (parallel_new, parallel_do, stats, validate), reports errors that
+///        kernels recorded, and hands out HeapView handles for kernels.
+
+#include <soaheap/core/backend.cuh>
+#include <soaheap/core/detail/kernels.cuh>
+#include <soaheap/core/errors.hpp>
+#include <soaheap/core/heap_view.cuh>
+#include <soaheap/core/memory.cuh>
+#include <soaheap/core/stats.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#if SOAHEAP_HAS_CUDA
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#endif
+
+namespace soaheap {
+
+/// @brief How big a heap is and where it runs. Give exactly one of `bytes` and `objects`.
+struct HeapOptions {
+  std::uint64_t bytes = 0;       ///< total memory for data, block headers and bitmaps
+  std::uint64_t objects = 0;     ///< or: room for this many objects of the smallest class
+  Backend backend = Backend::host;
+  unsigned host_threads = 0;     ///< host backend worker threads; 0 = all cores
+};
+
+/// @brief How thorough `validate()` is.
+enum class Validation {
+  structure,  ///< bitmaps, block headers and their agreement
+  full,       ///< also every reflected pointer field: null or a live object of a fitting class
+};
+
+/// @brief A heap of managed objects of @p Classes.
+/// @tparam Classes every managed class that will be allocated in it (abstract bases included)
+template <class... Classes>
+class Heap {
+ public:
+  using View = HeapView<Classes...>;
+  using Layout = HeapLayout<Classes...>;
+  static constexpr int kClassCount = Layout::kClassCount;
+  template <class T>
+  static constexpr int class_id = View::template class_id<T>;
+  template <class T>
+  static constexpr int capacity = Layout::template capacity<T>;
+
+  /// @throw invalid_argument when the size is missing, ambiguous or smaller than one block
+  /// @throw error when the heap's addresses leave no free high bits for object-pointer tags
+  explicit Heap(const HeapOptions& options) : options_(options) {
+    block_count_ = block_count_for(options);
+    executor_.backend = options.backend;
+    if (options.backend == Backend::host) {
+      pool_ = std::make_unique<detail::ThreadPool>(options.host_threads);
+      executor_.pool = pool_.get();
+    } else if (!cuda_available()) {
+      throw usage_error("soaheap: the cuda backend needs a CUDA GPU, and none is available" +
+                        std::string(SOAHEAP_HAS_CUDA ? "" : " (this translation unit was compiled without nvcc)"));
+    }
+    shape_ = BitmapShape::for_bits(block_count_);
+    data_ = detail::Memory(options.backend, block_count_ * Layout::kDataBytes);
+    headers_ = detail::Memory(options.backend, block_count_ * sizeof(BlockHeader));
+    bitmaps_ = detail::Memory(options.backend, View::kBitmapCount * shape_.total_words * sizeof(std::uint64_t));
+    runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState));
+    check_address_space();
+    initialize();
+  }
+
+  Heap(const Heap&) = delete;
+  Heap& operator=(const Heap&) = delete;
+
+  /// @brief The handle kernels and host threads allocate through: `new (heap.view()) T(...)`.
+  View view() const {
+    View view;
+    view.headers = headers_.as<BlockHeader>();
+    view.data_base = reinterpret_cast<std::uint64_t>(data_.get());
+    view.block_count = block_count_;
+    view.bitmap_words = bitmaps_.as<std::uint64_t>();
+    view.bitmap_shape = shape_;
+    view.state = runtime_.as<detail::HeapRuntimeState>();
+    return view;
+  }
+
+  /// Lets host code write `new (heap) T(...)` on the host backend.
+  template <class T>
+  void* allocate_slot() const {
+    require_host_backend("new (heap) T on the host");
+    return view().template allocate_slot<T>();
+  }
+  template <class T>
+  void destroy_object(T* object) const {
+    require_host_backend("destroy(heap, p) on the host");
+    view().destroy_object(object);
+  }
+
+  Backend backend() const { return options_.backend; }
+  std::uint64_t block_count() const { return block_count_; }
+  static constexpr std::uint64_t block_bytes() { return Layout::kDataBytes; }
+  /// @brief Bytes the heap occupies: data segments, block headers and bitmaps.
+  std::uint64_t heap_bytes() const { return data_.bytes() + headers_.bytes() + bitmaps_.bytes(); }
+  /// @brief Worker threads of the host backend (0 on cuda).
+  unsigned host_threads() const { return pool_ ? pool_->size() : 0; }
+  const detail::Executor& executor() const { return executor_; }
+
+  static const char* class_name(int class_index) {
+    static constexpr const char* kNames[] = {Classes::kName...};
+    return kNames[class_index];
+  }
+  /// @brief Id of the class named @p name, or -1.
+  static int class_id_by_name(const std::string& name) {
+    for (int c = 0; c < kClassCount; ++c)
+      if (name == class_name(c)) return c;
+    return -1;
+  }
+  static int capacity_of_class(int class_index) { return View::capacity_of_class(class_index); }
+  static bool class_is_abstract(int class_index) {
+    static constexpr bool kAbstract[] = {Classes::kAbstract...};
+    return kAbstract[class_index];
+  }
+
+  // ---- bulk operations ---------------------------------------------------------------------------
+
+  /// @brief Runs body(tid) for tid in [0, count) as one kernel (CUDA grid or host threads), then
+  /// reports errors the kernel recorded. @p body must be callable on the device for the cuda backend.
+  template <class Body>
+  void launch(std::uint64_t count, const Body& body) {
+    const OperationGuard guard(*this, "launch");
+    executor_.run(count, body);
+    throw_recorded_error();
+  }
+
+  /// @brief Creates @p count objects of T in parallel; object i is constructed as T(i, arguments...).
+  template <class T, class... Arguments>
+  void parallel_new(std::uint64_t count, const Arguments&... arguments) {
+    const OperationGuard guard(*this, "parallel_new");
+    using Pack = decltype(detail::make_argument_pack(arguments...));
+    executor_.run(count, detail::ParallelNewKernel<View, T, Pack>{view(), detail::make_argument_pack(arguments...)});
+    throw_recorded_error();
+  }
+
+  /// @brief Runs `Method` on every object of T and its subclasses that exists when the call starts.
+  /// Objects created meanwhile are not visited; the method may destroy `this`.
+  template <class T, auto Method, class... Arguments>
+  void parallel_do(const Arguments&... arguments) {
+    const OperationGuard guard(*this, "parallel_do");
+    using Pack = decltype(detail::make_argument_pack(arguments...));
+    const Pack pack = detail::make_argument_pack(arguments...);
+    // Snapshot every class before running any method, so objects of one subclass created by the
+    // method of another are not visited either.
+    std::vector<BlockList> lists;
+    View::template for_each_concrete_subclass<T>([&](auto tag) {
+      using C = detail::tag_type_t<decltype(tag)>;
+      lists.push_back(enumerate_blocks(1 + class_id<C>));
+      executor_.run(lists.back().count,
+                    detail::SnapshotIterationKernel<View>{view(), lists.back().ids(), View::full_mask(class_id<C>)});
+    });
+    std::size_t list = 0;
+    View::template for_each_concrete_subclass<T>([&](auto tag) {
+      using C = detail::tag_type_t<decltype(tag)>;
+      const BlockList& blocks = lists[list++];
+      executor_.run(blocks.count * static_cast<std::uint64_t>(capacity<C>),
+                    detail::ParallelDoKernel<View, T, C, Method, Pack>{view(), blocks.ids(), pack});
+    });
+    throw_recorded_error();
+  }
+
+  /// @brief Host-side visit of every live object of T and its subclasses (a copy for the cuda
+  /// backend): fn(const T*) may read fields; writes are not copied back. For tests and tools.
+  template <class T, class Function>
+  void for_each(Function&& fn) const {
+    const Snapshot snapshot = take_snapshot(true);
+    snapshot.view.template for_each_object<T>([&](T* object) { fn(static_cast<const T*>(object)); });
+  }
+
+  /// @brief Number of live objects of T and its subclasses.
+  template <class T>
+  std::uint64_t count() const {
+    const HeapStats all = stats();
+    std::uint64_t total = 0;
+    View::template for_each_concrete_subclass<T>(
+        [&](auto tag) { total += all.classes[class_id<detail::tag_type_t<decltype(tag)>>].used_slots; });
+    return total;
+  }
+
+  // ---- statistics and checks --------------------------------------------------------------------
+
+  /// @brief Per-class occupancy, computed by one kernel over the block headers.
+  HeapStats stats() const {
+    constexpr int kCounters = detail::StatisticsKernel<View>::kCounters;
+    detail::Memory counters(options_.backend, kClassCount * kCounters * sizeof(std::uint64_t));
+    counters.fill_zero();
+    const std::uint64_t chunks =
+        (block_count_ + detail::StatisticsKernel<View>::kBlocksPerThread - 1) / detail::StatisticsKernel<View>::kBlocksPerThread;
+    executor_.run(chunks, detail::StatisticsKernel<View>{view(), counters.as<std::uint64_t>()});
+    std::vector<std::uint64_t> values(kClassCount * kCounters);
+    counters.copy_to_host(values.data(), 0, values.size() * sizeof(std::uint64_t));
+    HeapStats result;
+    result.block_count = block_count_;
+    result.block_bytes = Layout::kDataBytes;
+    result.heap_bytes = heap_bytes();
+    std::uint64_t allocated = 0;
+    for (int c = 0; c < kClassCount; ++c) {
+      ClassStats entry;
+      entry.name = class_name(c);
+      entry.class_id = c;
+      entry.capacity = capacity_of_class(c);
+      entry.abstract = class_is_abstract(c);
+      entry.allocated_blocks = values[c * kCounters + 0];
+      entry.used_slots = values[c * kCounters + 1];
+      entry.active_blocks = values[c * kCounters + 2];
+      entry.candidate_blocks = values[c * kCounters + 3];
+      allocated += entry.allocated_blocks;
+      result.classes.push_back(entry);
+    }
+    result.free_blocks = block_count_ - allocated;
+    return result;
+  }
+
+  /// @brief Checks every invariant of the heap (between kernels).
+  /// @throw invariant_violation naming the block, class and broken invariant
+  void validate(Validation level = Validation::full) const;
+
+  /// @brief Throws (and clears) the error a kernel recorded since the last check, if any.
+  /// @throw out_of_memory naming the class and the heap size; usage_error for bad destroys
+  void throw_recorded_error() const {
+    std::uint64_t encoded = 0;
+    runtime_.copy_to_host(&encoded, offsetof(detail::HeapRuntimeState, error), sizeof(encoded));
+    if (encoded == 0) return;
+    const std::uint64_t zero = 0;
+    const_cast<detail::Memory&>(runtime_).copy_from_host(offsetof(detail::HeapRuntimeState, error), &zero, sizeof(zero));
+    const auto kind = static_cast<HeapErrorKind>(encoded & 0xff);
+    const int class_index = static_cast<int>((encoded >> 8) & 0xff);
+    const std::uint64_t block = encoded >> 16;
+    const std::string name = class_index < kClassCount ? class_name(class_index) : std::string("<unknown class>");
+    std::ostringstream message;
+    message << "soaheap: ";
+    switch (kind) {
+      case HeapErrorKind::out_of_memory:
+      case HeapErrorKind::allocation_starved:
+        message << "out of memory while allocating " << name << ": all " << block_count_ << " blocks of the "
+                << heap_bytes() << "-byte heap are in use"
+                << (kind == HeapErrorKind::allocation_starved ? " or contended beyond the retry limit" : "")
+                << "; new returned nullptr. Free objects or create a larger heap";
+        throw out_of_memory(message.str());
+      case HeapErrorKind::destroy_of_free_slot:
+        message << "destroy of a " << name << " in block " << block << " that is not alive (destroyed twice?)";
+        throw usage_error(message.str());
+      case HeapErrorKind::destroy_of_foreign_pointer:
+        message << "destroy of a pointer that is not an object of this heap (class id " << class_index << ")";
+        throw usage_error(message.str());
+      default:
+        message << "unknown recorded error code " << encoded;
+        throw usage_error(message.str());
+    }
+  }
+
+  // ---- defragmentation support -------------------------------------------------------------------
+
+  /// @brief Sets the defragmentation factor n of class @p class_index (blocks at most n/(n+1) full
+  /// are candidates) and rebuilds its defrag bitmap.
+  /// @throw invalid_argument unless 1 <= n <= N_T - 1
+  void set_defrag_factor(int class_index, int factor) {
+    if (class_index < 0 || class_index >= kClassCount)
+      throw invalid_argument("soaheap: class id " + std::to_string(class_index) + " is not a class of this heap");
+    const int capacity_c = capacity_of_class(class_index);
+    if (factor < 1 || factor > capacity_c - 1)
+      throw invalid_argument("soaheap: defragmentation factor n=" + std::to_string(factor) + " for class " +
+                             class_name(class_index) + " is out of range: n must be in 1.." +
+                             std::to_string(capacity_c - 1) + " (its block capacity is " + std::to_string(capacity_c) +
+                             ")");
+    const OperationGuard guard(*this, "set_defrag_factor");
+    defrag_factor_[class_index] = factor;
+    const int threshold = capacity_c * factor / (factor + 1);
+    runtime_.copy_from_host(offsetof(detail::HeapRuntimeState, defrag_threshold) + class_index * sizeof(int), &threshold,
+                            sizeof(int));
+    executor_.run(block_count_, detail::RebuildCandidatesKernel<View>{view(), class_index});
+  }
+  template <class T>
+  void set_defrag_factor(int factor) {
+    set_defrag_factor(class_id<T>, factor);
+  }
+  int defrag_factor(int class_index) const { return defrag_factor_[class_index]; }
+
+  /// @brief Sorted ids of the blocks whose bit is set in bitmap @p bitmap_index (stream compaction).
+  struct BlockList {
+    detail::Memory memory;
+    std::uint64_t count = 0;
+    const std::uint32_t* ids() const { return memory.as<std::uint32_t>(); }
+    std::uint32_t* ids() { return memory.as<std::uint32_t>(); }
+  };
+  BlockList enumerate_blocks(int bitmap_index) const {
+    BlockList list;
+    list.memory = detail::Memory(options_.backend, (block_count_ + 1) * sizeof(std::uint32_t));
+    const std::uint64_t* level0 = view().bitmap(bitmap_index).words();
+    if (options_.backend == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+      detail::Memory selected(Backend::cuda, sizeof(std::uint64_t));
+      const thrust::counting_iterator<std::uint32_t> indices(0);
+      std::size_t temp_bytes = 0;
+      SOAHEAP_CUDA_CHECK(cub::DeviceSelect::If(nullptr, temp_bytes, indices, list.ids(),
+                                                selected.as<std::uint64_t>(), static_cast<std::int64_t>(block_count_),
+                                                detail::BitIsSet{level0}, executor_.stream));
+      ensure_scratch(temp_bytes);
+      SOAHEAP_CUDA_CHECK(cub::DeviceSelect::If(scratch_.get(), temp_bytes, indices, list.ids(),
+                                                selected.as<std::uint64_t>(), static_cast<std::int64_t>(block_count_),
+                                                detail::BitIsSet{level0}, executor_.stream));
+      selected.copy_to_host(&list.count, 0, sizeof(std::uint64_t));
+#endif
+    } else {
+      std::uint32_t* out = list.ids();
+      for (std::uint64_t w = 0; w < shape_.level_words[0]; ++w) {
+        std::uint64_t bits = level0[w];
+        while (bits != 0) {
+          out[list.count++] = static_cast<std::uint32_t>(w * 64 + static_cast<std::uint64_t>(detail::lowest_set_bit(bits)));
+          bits &= bits - 1;
+        }
+      }
+    }
+    return list;
+  }
+
+  /// @brief Throws usage_error naming @p operation while a bulk operation runs on this heap.
+  void require_idle(const char* operation) const {
+    if (busy_.load())
+      throw usage_error(std::string("soaheap: ") + operation + " refused: a parallel operation on this heap is in flight");
+  }
+
+  /// Marks the heap busy for the duration of a bulk operation (refuses to nest).
+  class OperationGuard {
+   public:
+    OperationGuard(const Heap& heap, const char* operation) : heap_(heap) {
+      bool expected = false;
+      if (!heap_.busy_.compare_exchange_strong(expected, true))
+        throw usage_error(std::string("soaheap: ") + operation +
+                          " refused: another parallel operation on this heap is in flight");
+    }
+    ~OperationGuard() { heap_.busy_.store(false); }
+    OperationGuard(const OperationGuard&) = delete;
+    OperationGuard& operator=(const OperationGuard&) = delete;
+
+   private:
+    const Heap& heap_;
+  };
+
+  /// A host copy of the heap's metadata (and, if requested, data) with a view over it.
+  struct Snapshot {
+    std::vector<BlockHeader> headers;
+    std::vector<std::uint64_t> bitmap_words;
+    detail::Memory data;            // host memory, 128-byte aligned
+    detail::HeapRuntimeState state{};
+    View view;
+  };
+  Snapshot take_snapshot(bool with_data) const {
+    Snapshot snapshot;
+    snapshot.headers.resize(block_count_);
+    headers_.copy_to_host(snapshot.headers.data(), 0, headers_.bytes());
+    snapshot.bitmap_words.resize(bitmaps_.bytes() / sizeof(std::uint64_t));
+    bitmaps_.copy_to_host(snapshot.bitmap_words.data(), 0, bitmaps_.bytes());
+    runtime_.copy_to_host(&snapshot.state, 0, sizeof(snapshot.state));
+    snapshot.view = view();
+    snapshot.view.headers = snapshot.headers.data();
+    snapshot.view.bitmap_words = snapshot.bitmap_words.data();
+    snapshot.view.state = &snapshot.state;
+    if (with_data) {
+      if (options_.backend == Backend::host) {
+        snapshot.view.data_base = reinterpret_cast<std::uint64_t>(data_.get());
+      } else {
+        snapshot.data = detail::Memory(Backend::host, data_.bytes());
+        data_.copy_to_host(snapshot.data.get(), 0, data_.bytes());
+        snapshot.view.data_base = reinterpret_cast<std::uint64_t>(snapshot.data.get());
+      }
+    }
+    return snapshot;
+  }
+
+ private:
+  static std::uint64_t block_count_for(const HeapOptions& options) {
+    if ((options.bytes == 0) == (options.objects == 0))
+      throw invalid_argument("soaheap: give exactly one heap size: bytes=" + std::to_string(options.bytes) +
+                             ", objects=" + std::to_string(options.objects));
+    std::uint64_t blocks = 0;
+    if (options.objects != 0) {
+      blocks = (options.objects + detail::kSlotsPerBlock - 1) / detail::kSlotsPerBlock;
+    } else {
+      // Per block: its data segment, its header, and one bit in each bitmap (plus the upper levels).
+      const double per_block = static_cast<double>(Layout::kDataBytes + sizeof(BlockHeader)) +
+                               View::kBitmapCount / 8.0 * (64.0 / 63.0);
+      blocks = static_cast<std::uint64_t>(static_cast<double>(options.bytes) / per_block);
+      if (blocks == 0)
+        throw invalid_argument("soaheap: heap size bytes=" + std::to_string(options.bytes) +
+                               " is smaller than one block (" + std::to_string(Layout::kDataBytes) + " bytes of data)");
+    }
+    if (blocks > 0xffffffffull)
+      throw invalid_argument("soaheap: heap too large: " + std::to_string(blocks) + " blocks (at most 2^32 - 1)");
+    return blocks;
+  }
+
+  void check_address_space() const {
+    const auto begin = reinterpret_cast<std::uint64_t>(data_.get());
+    const std::uint64_t end = begin + data_.bytes();
+    if (end > (std::uint64_t{1} << detail::kAddressBits) || begin % detail::kObjectAlignment != 0) {
+      std::ostringstream message;
+      message << "soaheap: the heap's memory [0x" << std::hex << begin << ", 0x" << end << ") does not fit into "
+              << std::dec << detail::kAddressBits
+              << "-bit addresses, so the high bits that object pointers use for slot, capacity and class are not "
+                 "free on this system";
+      throw error(message.str());
+    }
+  }
+
+  void initialize() {
+    executor_.run(block_count_, detail::InitializeHeadersKernel<View>{view()});
+    std::vector<std::uint64_t> words(bitmaps_.bytes() / sizeof(std::uint64_t), 0);
+    // The free bitmap (index 0) starts full: bits [0, M) at level 0 and the matching upper levels.
+    std::uint64_t bits = block_count_;
+    for (int level = 0; level < shape_.level_count; ++level) {
+      for (std::uint64_t w = 0; w < shape_.level_words[level]; ++w) {
+        const std::uint64_t first = w * 64;
+        const std::uint64_t in_word = bits > first ? (bits - first < 64 ? bits - first : 64) : 0;
+        words[shape_.level_offset[level] + w] = detail::low_bits(static_cast<int>(in_word));
+      }
+      bits = shape_.level_words[level];
+    }
+    bitmaps_.copy_from_host(0, words.data(), words.size() * sizeof(std::uint64_t));
+    detail::HeapRuntimeState state{};
+    for (int c = 0; c < kClassCount; ++c) {
+      defrag_factor_[c] = 1;
+      state.defrag_threshold[c] = capacity_of_class(c) / 2;  // n = 1
+    }
+    runtime_.copy_from_host(0, &state, sizeof(state));
+  }
+
+  void require_host_backend(const char* what) const {
+    if (options_.backend != Backend::host)
+      throw usage_error(std::string("soaheap: ") + what + " needs the host backend; on cuda use heap.view() in a kernel");
+  }
+
+  void ensure_scratch(std::size_t bytes) const {
+    if (scratch_.bytes() < bytes) scratch_ = detail::Memory(options_.backend, bytes);
+  }
+
+  HeapOptions options_;
+  std::uint64_t block_count_ = 0;
+  BitmapShape shape_{};
+  std::unique_ptr<detail::ThreadPool> pool_;
+  detail::Executor executor_;
+  detail::Memory data_;
+  detail::Memory headers_;
+  detail::Memory bitmaps_;
+  detail::Memory runtime_;
+  mutable detail::Memory scratch_;
+  int defrag_factor_[kClassCount] = {};
+  mutable std::atomic<bool> busy_{false};
+};
+
+}  // namespace soaheap
+
+#include <soaheap/core/detail/validate.hpp>

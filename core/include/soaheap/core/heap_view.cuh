@@ -1,0 +1,442 @@
+#pragma once
+/// @file heap_view.cuh
+/// @brief `HeapView<Classes...>`: the small, trivially copyable handle that kernels and host threads
+///        allocate and destroy objects through, and the lock-free algorithms behind it
+///        (DynaSOAr's Alg. 1, 2, 6-9, redone so that no thread ever waits for another).
+
+#include <soaheap/core/bitmap.cuh>
+#include <soaheap/core/heap_layout.cuh>
+#include <soaheap/core/object_pointer.cuh>
+#include <soaheap/core/portability.cuh>
+#include <soaheap/core/thread_pool.hpp>
+
+#include <cstdint>
+#include <type_traits>
+
+#if SOAHEAP_DEVICE_CODE || defined(__CUDACC__)
+#include <cooperative_groups.h>
+#endif
+
+namespace soaheap {
+
+/// @brief Kinds of errors a kernel can record for the next host call to report.
+enum class HeapErrorKind : std::uint32_t {
+  none = 0,
+  out_of_memory = 1,         ///< no free block and no active block of the class
+  allocation_starved = 2,    ///< kMaxAllocationRounds rounds lost to contention
+  destroy_of_free_slot = 3,  ///< destroy of an object that is not alive (double destroy)
+  destroy_of_foreign_pointer = 4,  ///< destroy of a pointer outside this heap or with a bad slot/class
+};
+
+namespace detail {
+
+/// Lookups in active blocks before taking a free block (DynaSOAr's r = 5).
+inline constexpr int kActiveLookupAttempts = 5;
+/// Bound on allocation rounds so that an allocation can never spin forever; each lost round means
+/// another thread made progress, so reaching it needs pathological contention.
+inline constexpr int kMaxAllocationRounds = 1 << 16;
+
+/// Encoded error: kind in bits 0-7, class id in bits 8-15, block id in bits 16-63.
+SOAHEAP_HD inline std::uint64_t encode_error(HeapErrorKind kind, int class_id, std::uint64_t block) {
+  return static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(class_id & 0xff) << 8) | (block << 16);
+}
+
+/// Device-side state of a heap that changes at runtime (written by the host between kernels).
+struct HeapRuntimeState {
+  std::uint64_t error;                     ///< first error recorded since the last host check
+  int defrag_threshold[kMaxClasses];       ///< a block is a defrag candidate with at most this many objects
+};
+
+/// Result of a slot reservation: the block and the slots reserved in it (slots == 0: failed).
+struct Reservation {
+  std::uint64_t block;
+  std::uint64_t slots;
+};
+
+}  // namespace detail
+
+/// @brief Device/host-thread handle of a heap over @p Classes. Copy it into kernels; it owns nothing.
+template <class... Classes>
+class HeapView {
+ public:
+  using Layout = HeapLayout<Classes...>;
+  static constexpr int kClassCount = Layout::kClassCount;
+  /// Bitmaps: free, then allocated[c], active[c], defrag[c] for every class c.
+  static constexpr int kBitmapCount = 1 + 3 * kClassCount;
+
+  template <class T>
+  static constexpr int class_id = Layout::template index_of<T>;
+
+  // ---- set up by the owning Heap ------------------------------------------------------------------
+  BlockHeader* headers = nullptr;
+  std::uint64_t data_base = 0;     ///< address of block 0's data segment
+  std::uint64_t block_count = 0;
+  std::uint64_t* bitmap_words = nullptr;
+  BitmapShape bitmap_shape{};
+  detail::HeapRuntimeState* state = nullptr;
+
+  // ---- bitmaps ----------------------------------------------------------------------------------------
+  SOAHEAP_HD BitmapView bitmap(int index) const {
+    return BitmapView(bitmap_words + static_cast<std::uint64_t>(index) * bitmap_shape.total_words, bitmap_shape);
+  }
+  SOAHEAP_HD BitmapView free_blocks() const { return bitmap(0); }
+  SOAHEAP_HD BitmapView allocated_blocks(int class_index) const { return bitmap(1 + class_index); }
+  SOAHEAP_HD BitmapView active_blocks(int class_index) const { return bitmap(1 + kClassCount + class_index); }
+  SOAHEAP_HD BitmapView defrag_candidates(int class_index) const { return bitmap(1 + 2 * kClassCount + class_index); }
+
+  // ---- per-class constants, indexable at runtime -------------------------------------------------
+  SOAHEAP_HD static int capacity_of_class(int class_index) {
+    int result = 0;
+    int index = 0;
+    ((result = (index++ == class_index) ? Layout::template capacity<Classes> : result), ...);
+    return result;
+  }
+  SOAHEAP_HD static std::uint64_t full_mask(int class_index) { return detail::low_bits(capacity_of_class(class_index)); }
+  SOAHEAP_HD int defrag_threshold(int class_index) const {
+    return static_cast<int>(detail::atomic_load(reinterpret_cast<const std::uint32_t*>(&state->defrag_threshold[class_index])));
+  }
+
+  // ---- addresses -------------------------------------------------------------------------------------
+  SOAHEAP_HD std::uint64_t data_address(std::uint64_t block) const { return data_base + block * Layout::kDataBytes; }
+  SOAHEAP_HD std::uint64_t block_of(std::uint64_t object_bits) const {
+    return (detail::data_address_of(object_bits) - data_base) / Layout::kDataBytes;
+  }
+  template <class C>
+  SOAHEAP_HD C* make_pointer(std::uint64_t block, int slot) const {
+    return reinterpret_cast<C*>(
+        detail::make_object_pointer(data_address(block), slot, Layout::template capacity<C>, class_id<C>));
+  }
+  SOAHEAP_HD std::uint64_t make_pointer_bits(std::uint64_t block, int slot, int class_index) const {
+    return detail::make_object_pointer(data_address(block), slot, capacity_of_class(class_index), class_index);
+  }
+
+  // ---- errors ----------------------------------------------------------------------------------------
+  /// Records @p kind unless an earlier error is still unreported (the first error is the useful one).
+  SOAHEAP_HD void record_error(HeapErrorKind kind, int class_index, std::uint64_t block) const {
+    detail::atomic_cas(&state->error, 0, detail::encode_error(kind, class_index, block));
+  }
+
+  // ---- allocation ------------------------------------------------------------------------------------
+  /// @brief Reserves a slot for a new T (what `new (heap) T(...)` calls); nullptr when out of memory.
+  template <class T>
+  SOAHEAP_HD void* allocate_slot() const {
+    static_assert(class_id<T> >= 0, "soaheap: this class is not one of the heap's classes; add it to the heap's class list");
+    static_assert(!T::kAbstract, "soaheap: cannot allocate an object of an abstract class; allocate a concrete subclass");
+#if SOAHEAP_DEVICE_CODE
+    return allocate_slot_in_warp<T>();
+#else
+    const std::uint32_t seed = detail::mix_seed((std::uint64_t{detail::ThreadPool::current_worker()} << 32) ^
+                                                next_host_seed());
+    const detail::Reservation reservation = reserve_slots<T>(1, seed);
+    if (reservation.slots == 0) return nullptr;
+    return make_pointer<T>(reservation.block, detail::lowest_set_bit(reservation.slots));
+#endif
+  }
+
+  /// @brief Finds a block of class T and reserves up to @p wanted slots in it (at least one unless the
+  /// heap is out of memory, which is then recorded). The leader of a warp calls it for its whole warp.
+  template <class T>
+  SOAHEAP_HD detail::Reservation reserve_slots(int wanted, std::uint32_t seed) const {
+    constexpr int kClass = class_id<T>;
+    constexpr int kCapacity = Layout::template capacity<T>;
+    const BitmapView active = active_blocks(kClass);
+    for (int round = 0; round < detail::kMaxAllocationRounds; ++round) {
+      const std::uint32_t round_seed = seed + static_cast<std::uint32_t>(round) * 0x9e3779b9u;
+      for (int lookup = 0; lookup < detail::kActiveLookupAttempts; ++lookup) {
+        const std::uint64_t block = active.try_find_set(round_seed + static_cast<std::uint32_t>(lookup) * 0x632be5abu);
+        if (block == BitmapView::kNotFound) break;
+        const std::uint64_t slots = try_reserve_in_block(block, kClass, wanted, round_seed + lookup);
+        if (slots != 0) return {block, slots};
+      }
+      // Slow path: start a new block of class T.
+      const std::uint64_t block = free_blocks().clear_any(round_seed);
+      if (block != BitmapView::kNotFound) {
+        const std::uint64_t slots = detail::low_bits(wanted < kCapacity ? wanted : kCapacity);
+        initialize_block(block, kClass, slots);
+        return {block, slots};
+      }
+      if (active.appears_empty()) {
+        record_error(HeapErrorKind::out_of_memory, kClass, block_count);
+        return {0, 0};
+      }
+    }
+    record_error(HeapErrorKind::allocation_starved, kClass, block_count);
+    return {0, 0};
+  }
+
+  // ---- deallocation ----------------------------------------------------------------------------------
+  /// @brief Runs the destructor of @p object's runtime class and frees its slot (what soaheap::destroy calls).
+  template <class T>
+  SOAHEAP_HD void destroy_object(T* object) const {
+    static_assert(is_managed_v<T>, "soaheap::destroy needs a pointer to a managed class");
+    if (object == nullptr) return;
+    const std::uint64_t bits = reinterpret_cast<std::uint64_t>(object);
+    const int runtime_class = detail::class_id_of(bits);
+    const std::uint64_t address = detail::data_address_of(bits);
+    const int slot = detail::slot_of(bits);
+    if (runtime_class >= kClassCount || address < data_base || address >= data_address(block_count) ||
+        (address - data_base) % Layout::kDataBytes != 0 || slot >= capacity_of_class(runtime_class)) {
+      record_error(HeapErrorKind::destroy_of_foreign_pointer, runtime_class < kClassCount ? runtime_class : 0xff,
+                   block_count);
+      return;
+    }
+    const std::uint64_t block = block_of(bits);
+#ifdef SOAHEAP_CHECKED
+    if (detail::atomic_load(&headers[block].class_id) != static_cast<std::uint32_t>(runtime_class) ||
+        !allocated_blocks(runtime_class).get(block)) {
+      record_error(HeapErrorKind::destroy_of_foreign_pointer, runtime_class, block);
+      return;
+    }
+#endif
+    run_destructor(object, runtime_class);
+    const std::uint64_t slot_mask = std::uint64_t{1} << slot;
+    detail::atomic_fetch_and(&headers[block].iteration, ~slot_mask);  // a running parallel_do skips it
+    if (!release_slots(block, slot_mask)) record_error(HeapErrorKind::destroy_of_free_slot, runtime_class, block);
+  }
+
+  /// @brief Frees @p slots of @p block (destroy, and rollback of a reservation in a block that
+  /// changed class). Returns false when some of the slots were not reserved.
+  SOAHEAP_HD bool release_slots(std::uint64_t block, std::uint64_t slots) const {
+    // The class cannot change while we still hold slots, so read it before letting go of them.
+    const int block_class = static_cast<int>(detail::atomic_load(&headers[block].class_id));
+    const std::uint64_t before = detail::atomic_fetch_and(&headers[block].allocation, ~slots);
+    const std::uint64_t after = before & ~slots;
+    if (after == 0) {
+      try_retire_block(block, block_class);
+    } else {
+      const int capacity = capacity_of_class(block_class);
+      const int threshold = defrag_threshold(block_class);
+      const int fill_before = detail::popcount(before & full_mask(block_class));
+      const int fill_after = detail::popcount(after & full_mask(block_class));
+      if (fill_before == capacity || (fill_before > threshold && fill_after <= threshold))
+        refresh_block_state(block, block_class);
+    }
+    return (before & slots) == slots;
+  }
+
+  // ---- block state maintenance -----------------------------------------------------------------------
+  /// @brief Makes active[c] and defrag[c] agree with the block's current fill level. Repeats until
+  /// the fill level did not change in a way that matters while it wrote, so concurrent callers
+  /// converge on the state of the last change (no waiting on other threads involved).
+  SOAHEAP_HD void refresh_block_state(std::uint64_t block, int class_index) const {
+    const BitmapView active = active_blocks(class_index);
+    const BitmapView candidates = defrag_candidates(class_index);
+    bool want_active = false;
+    bool want_candidate = false;
+    desired_block_state(block, class_index, want_active, want_candidate);
+    for (;;) {
+      // Keep defrag ⇒ active ⇒ allocated on the way up and down.
+      if (want_active) {
+        active.set(block);
+        candidates.assign(block, want_candidate);
+      } else {
+        candidates.clear(block);
+        active.clear(block);
+      }
+      detail::memory_fence();
+      bool now_active = false;
+      bool now_candidate = false;
+      desired_block_state(block, class_index, now_active, now_candidate);
+      if (now_active == want_active && now_candidate == want_candidate) return;
+      want_active = now_active;
+      want_candidate = now_candidate;
+    }
+  }
+
+  /// What active[c] / defrag[c] should say about @p block right now.
+  SOAHEAP_HD void desired_block_state(std::uint64_t block, int class_index, bool& active, bool& candidate) const {
+    const std::uint32_t block_class = detail::atomic_load(&headers[block].class_id);
+    const std::uint64_t allocation = detail::atomic_load(&headers[block].allocation);
+    if (block_class != static_cast<std::uint32_t>(class_index) || allocation == detail::kInvalidatedBitmap) {
+      active = candidate = false;
+      return;
+    }
+    const int fill = detail::popcount(allocation & full_mask(class_index));
+    active = fill < capacity_of_class(class_index);
+    candidate = fill <= defrag_threshold(class_index);
+  }
+
+  /// Starts block @p block (just taken from the free bitmap) as a block of @p class_index with @p slots reserved.
+  SOAHEAP_HD void initialize_block(std::uint64_t block, int class_index, std::uint64_t slots) const {
+    BlockHeader& header = headers[block];
+    detail::atomic_store(&header.class_id, static_cast<std::uint32_t>(class_index));
+    detail::atomic_store(&header.iteration, 0);
+    // Threads that still hold this block from an earlier life must see the new class before they
+    // can see free slots (DynaSOAr Alg. 8); they then roll their reservation back.
+    detail::memory_fence();
+    detail::atomic_store(&header.allocation, slots);
+    detail::memory_fence();
+    allocated_blocks(class_index).set(block);
+    refresh_block_state(block, class_index);
+  }
+
+  /// Called by whoever emptied @p block: invalidate it (all bits to 1 in one CAS from 0, so no
+  /// reservation can succeed any more) and return it to the free bitmap. If someone reserved a slot
+  /// in the meantime the CAS fails and the block lives on.
+  SOAHEAP_HD void try_retire_block(std::uint64_t block, int class_index) const {
+    if (detail::atomic_cas(&headers[block].allocation, 0, detail::kInvalidatedBitmap) != 0) {
+      refresh_block_state(block, class_index);
+      return;
+    }
+    defrag_candidates(class_index).clear(block);
+    active_blocks(class_index).clear(block);
+    allocated_blocks(class_index).clear(block);
+    detail::memory_fence();
+    free_blocks().set(block);
+  }
+
+  /// Reserves up to @p wanted free slots of @p block for class @p class_index; returns them (0: none).
+  SOAHEAP_HD std::uint64_t try_reserve_in_block(std::uint64_t block, int class_index, int wanted,
+                                                std::uint32_t seed) const {
+    BlockHeader& header = headers[block];
+    const std::uint64_t full = full_mask(class_index);
+    for (;;) {
+      const std::uint64_t allocation = detail::atomic_load(&header.allocation);
+      const std::uint64_t free_slots = ~allocation & full;
+      if (free_slots == 0 || allocation == detail::kInvalidatedBitmap) {
+        // Full, free, or another class's: the active bit we followed is stale.
+        refresh_block_state(block, class_index);
+        return 0;
+      }
+      const std::uint64_t chosen = choose_slots(free_slots, wanted, seed);
+      const std::uint64_t before = detail::atomic_fetch_or(&header.allocation, chosen);
+      const std::uint64_t reserved = chosen & ~before;
+      if (reserved == 0) continue;  // others were faster; they made progress
+      detail::memory_fence();
+      if (detail::atomic_load(&header.class_id) != static_cast<std::uint32_t>(class_index)) {
+        // The block was retired and restarted for another class since we found it (DynaSOAr's
+        // rollback case); nothing was constructed yet, so giving the slots back is enough.
+        release_slots(block, reserved);
+        return 0;
+      }
+      const int capacity = capacity_of_class(class_index);
+      const int threshold = defrag_threshold(class_index);
+      const int fill_before = detail::popcount(before & full);
+      const int fill_after = detail::popcount((before | reserved) & full);
+      if (fill_after == capacity || (fill_before <= threshold && fill_after > threshold))
+        refresh_block_state(block, class_index);
+      return reserved;
+    }
+  }
+
+  /// Up to @p wanted set bits of @p free_slots, starting at a seed-dependent position.
+  SOAHEAP_HD static std::uint64_t choose_slots(std::uint64_t free_slots, int wanted, std::uint32_t seed) {
+    if (wanted <= 1) return std::uint64_t{1} << detail::pick_set_bit(free_slots, seed);
+    if (detail::popcount(free_slots) <= wanted) return free_slots;
+    std::uint64_t chosen = 0;
+    std::uint64_t remaining = free_slots;
+    for (int taken = 0; taken < wanted; ++taken) {
+      const std::uint64_t lowest = remaining & (~remaining + 1);
+      chosen |= lowest;
+      remaining ^= lowest;
+    }
+    return chosen;
+  }
+
+  // ---- enumeration inside kernels ----------------------------------------------------------------
+  /// @brief Calls f(C*) for every live object of T and its subclasses, sequentially in the calling thread.
+  template <class T, class Function>
+  SOAHEAP_HD void for_each_object(Function&& f) const {
+    for_each_concrete_subclass<T>([&](auto class_tag) {
+      using C = detail::tag_type_t<decltype(class_tag)>;
+      const BitmapView allocated = allocated_blocks(class_id<C>);
+      const std::uint64_t words = bitmap_shape.level_words[0];
+      for (std::uint64_t w = 0; w < words; ++w) {
+        std::uint64_t blocks = detail::atomic_load(&allocated.word(0, w));
+        while (blocks != 0) {
+          const int bit = detail::lowest_set_bit(blocks);
+          blocks &= blocks - 1;
+          const std::uint64_t block = w * 64 + static_cast<std::uint64_t>(bit);
+          std::uint64_t objects = detail::atomic_load(&headers[block].allocation);
+          objects &= full_mask(class_id<C>);
+          while (objects != 0) {
+            const int slot = detail::lowest_set_bit(objects);
+            objects &= objects - 1;
+            f(static_cast<T*>(make_pointer<C>(block, slot)));
+          }
+        }
+      }
+    });
+  }
+
+  /// Calls f(type_tag<C>) for each non-abstract class C of the heap that is T or derives from T.
+  template <class T, class Function>
+  SOAHEAP_HD static void for_each_concrete_subclass(Function&& f) {
+    (
+        [&] {
+          if constexpr (std::is_base_of_v<T, Classes> && !Classes::kAbstract) f(type_tag<Classes>{});
+        }(),
+        ...);
+  }
+
+  template <class C>
+  struct type_tag {
+    using type = C;
+  };
+
+ private:
+#if SOAHEAP_DEVICE_CODE
+  /// Allocation request coalescing: the lanes of a warp that allocate a T at the same time elect a
+  /// leader that reserves slots for all of them, block by block. Every lane of the group runs the
+  /// same number of loop rounds and the shuffles name the group's mask explicitly, so nothing
+  /// depends on lanes moving in lockstep.
+  template <class T>
+  __device__ void* allocate_slot_in_warp() const {
+    namespace cg = cooperative_groups;
+    const cg::coalesced_group group = cg::coalesced_threads();
+    const int rank = static_cast<int>(group.thread_rank());
+    const int count = static_cast<int>(group.size());
+    const std::uint64_t warp = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    std::uint32_t seed = detail::mix_seed(warp ^ (static_cast<std::uint64_t>(clock64()) << 20));
+    std::uint64_t pointer = 0;
+    int served = 0;
+    while (served < count) {
+      detail::Reservation reservation{0, 0};
+      if (rank == 0) reservation = reserve_slots<T>(count - served, seed);
+      const std::uint64_t block = group.shfl(reservation.block, 0);
+      const std::uint64_t slots = group.shfl(reservation.slots, 0);
+      if (slots == 0) break;  // out of memory: the remaining lanes get nullptr
+      const int granted = detail::popcount(slots);
+      if (rank >= served && rank < served + granted)
+        pointer = reinterpret_cast<std::uint64_t>(make_pointer<T>(block, detail::nth_set_bit(slots, rank - served)));
+      served += granted;
+      seed = detail::mix_seed(seed + 1);
+    }
+    return reinterpret_cast<void*>(pointer);
+  }
+#else
+  static std::uint64_t next_host_seed() {
+    static thread_local std::uint64_t counter = 0;
+    return ++counter;
+  }
+#endif
+
+  template <class T>
+  SOAHEAP_HD static void run_destructor(T* object, int runtime_class) {
+    int index = 0;
+    (
+        [&] {
+          if (index++ != runtime_class) return;
+          if constexpr (std::is_base_of_v<T, Classes> && !std::is_trivially_destructible_v<Classes>) {
+            static_cast<Classes*>(object)->~Classes();
+          }
+        }(),
+        ...);
+  }
+};
+
+/// @brief Destroys @p object (of any managed class of @p heap, found through the pointer tag).
+/// @param heap a Heap or its HeapView
+template <class HeapLike, class T>
+SOAHEAP_HD void destroy(const HeapLike& heap, T* object) {
+  heap.destroy_object(object);
+}
+
+/// @brief Calls `(object->*method)(args...)` on every live object of T and its subclasses,
+/// sequentially in the calling thread (inside a kernel or a parallel_do method).
+template <class T, class HeapLike, class Method, class... Args>
+SOAHEAP_HD void device_do(const HeapLike& heap, Method method, Args&&... args) {
+  heap.template for_each_object<T>([&](T* object) { (object->*method)(args...); });
+}
+
+}  // namespace soaheap

@@ -1,0 +1,114 @@
+#pragma once
+/// @file memory.cuh
+/// @brief An owning buffer in host or device memory, with the few copies the heap needs.
+
+#include <soaheap/core/backend.cuh>
+#include <soaheap/core/errors.hpp>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace soaheap::detail {
+
+class Memory {
+ public:
+  /// Alignment of every buffer: block data segments must start on 128-byte boundaries.
+  static constexpr std::size_t kAlignment = 256;
+
+  Memory() = default;
+  Memory(Backend backend, std::size_t bytes) : backend_(backend), bytes_(bytes) {
+    if (bytes == 0) return;
+    if (backend == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+      const cudaError_t status = cudaMalloc(&pointer_, bytes);
+      if (status != cudaSuccess) {
+        (void)cudaGetLastError();
+        throw out_of_memory("soaheap: cudaMalloc of " + std::to_string(bytes) + " bytes failed: " +
+                            cudaGetErrorString(status));
+      }
+#else
+      throw usage_error("the cuda backend is not compiled into this translation unit (compile it with nvcc)");
+#endif
+    } else {
+      const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+      pointer_ = std::aligned_alloc(kAlignment, rounded);
+      if (pointer_ == nullptr)
+        throw out_of_memory("soaheap: host allocation of " + std::to_string(bytes) + " bytes failed");
+    }
+  }
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+  Memory(Memory&& other) noexcept { swap(other); }
+  Memory& operator=(Memory&& other) noexcept {
+    Memory(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~Memory() { release(); }
+
+  void* get() const { return pointer_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(pointer_);
+  }
+  std::size_t bytes() const { return bytes_; }
+
+  void fill_zero() { fill_byte(0); }
+  void fill_byte(int value) {
+    if (bytes_ == 0) return;
+    if (backend_ == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+      SOAHEAP_CUDA_CHECK(cudaMemset(pointer_, value, bytes_));
+#endif
+    } else {
+      std::memset(pointer_, value, bytes_);
+    }
+  }
+  void copy_to_host(void* destination, std::size_t offset, std::size_t count) const {
+    if (count == 0) return;
+    if (backend_ == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+      SOAHEAP_CUDA_CHECK(cudaMemcpy(destination, static_cast<const char*>(pointer_) + offset, count,
+                                    cudaMemcpyDeviceToHost));
+#endif
+    } else {
+      std::memcpy(destination, static_cast<const char*>(pointer_) + offset, count);
+    }
+  }
+  void copy_from_host(std::size_t offset, const void* source, std::size_t count) {
+    if (count == 0) return;
+    if (backend_ == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+      SOAHEAP_CUDA_CHECK(cudaMemcpy(static_cast<char*>(pointer_) + offset, source, count, cudaMemcpyHostToDevice));
+#endif
+    } else {
+      std::memcpy(static_cast<char*>(pointer_) + offset, source, count);
+    }
+  }
+
+ private:
+  void swap(Memory& other) noexcept {
+    std::swap(backend_, other.backend_);
+    std::swap(pointer_, other.pointer_);
+    std::swap(bytes_, other.bytes_);
+  }
+  void release() noexcept {
+    if (pointer_ == nullptr) return;
+    if (backend_ == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+      cudaFree(pointer_);
+#endif
+    } else {
+      std::free(pointer_);
+    }
+    pointer_ = nullptr;
+  }
+
+  Backend backend_ = Backend::host;
+  void* pointer_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace soaheap::detail

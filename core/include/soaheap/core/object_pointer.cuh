@@ -1,0 +1,43 @@
+#pragma once
+/// @file object_pointer.cuh
+/// @brief Tagged ("fake") object pointers: the address of the block's data segment with the slot,
+///        the block capacity and the class id packed into the address bits the hardware leaves unused.
+///
+/// A field proxy receives such a pointer as `this` (plus its own member offset, always < 128 and
+/// absorbed by the 128-byte alignment of data segments), so `p->field` resolves to the right SOA
+/// array for any subclass without a table lookup. The heap verifies at creation that its addresses
+/// fit into kAddressBits.
+
+#include <soaheap/core/portability.cuh>
+
+#include <cstdint>
+
+namespace soaheap::detail {
+
+inline constexpr int kAddressBits = 47;     ///< user-space virtual addresses on x86-64 and CUDA UVA
+inline constexpr int kSlotShift = 47;       ///< 6 bits: slot 0..63
+inline constexpr int kCapacityShift = 53;   ///< 6 bits: capacity - 1
+inline constexpr int kClassIdShift = 59;    ///< 5 bits: class id 0..31
+inline constexpr int kMaxClasses = 32;
+inline constexpr int kSlotsPerBlock = 64;   ///< one 64-bit allocation bitmap per block
+inline constexpr std::uintptr_t kObjectAlignment = 128;   ///< data segments start on 128-byte boundaries
+inline constexpr std::uint64_t kAddressMask = (std::uint64_t{1} << kAddressBits) - 1;
+
+SOAHEAP_HD inline std::uint64_t make_object_pointer(std::uint64_t data_address, int slot, int capacity, int class_id) {
+  return data_address | (static_cast<std::uint64_t>(slot) << kSlotShift) |
+         (static_cast<std::uint64_t>(capacity - 1) << kCapacityShift) |
+         (static_cast<std::uint64_t>(class_id) << kClassIdShift);
+}
+
+/// Strips a field's member offset, leaving the tagged object pointer.
+SOAHEAP_HD inline std::uint64_t object_bits_of(const void* address) {
+  return reinterpret_cast<std::uintptr_t>(address) & ~static_cast<std::uint64_t>(kObjectAlignment - 1);
+}
+SOAHEAP_HD inline std::uint64_t data_address_of(std::uint64_t object_bits) { return object_bits & kAddressMask; }
+SOAHEAP_HD inline int slot_of(std::uint64_t object_bits) { return static_cast<int>((object_bits >> kSlotShift) & 63); }
+SOAHEAP_HD inline int capacity_of(std::uint64_t object_bits) {
+  return static_cast<int>((object_bits >> kCapacityShift) & 63) + 1;
+}
+SOAHEAP_HD inline int class_id_of(std::uint64_t object_bits) { return static_cast<int>(object_bits >> kClassIdShift); }
+
+}  // namespace soaheap::detail

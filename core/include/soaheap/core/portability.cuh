@@ -1,0 +1,154 @@
+#pragma once
+/// @file portability.cuh
+/// @brief The thin layer that lets every algorithm be written once for the cuda and host backends:
+///        function qualifiers, 64-bit atomics, bit tricks and fences.
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SOAHEAP_HD __host__ __device__
+#define SOAHEAP_HAS_CUDA 1
+#else
+#define SOAHEAP_HD
+#define SOAHEAP_HAS_CUDA 0
+#endif
+
+// Some lambdas/functors are host+device; when compiled by plain g++ the qualifiers vanish.
+#if defined(__CUDA_ARCH__)
+#define SOAHEAP_DEVICE_CODE 1
+#else
+#define SOAHEAP_DEVICE_CODE 0
+#endif
+
+namespace soaheap::detail {
+
+// On the device, plain 64-bit atomics (relaxed) plus explicit __threadfence() where ordering
+// matters. On the host, GCC's __atomic builtins: seq_cst, understood by ThreadSanitizer.
+
+SOAHEAP_HD inline std::uint64_t atomic_load(const std::uint64_t* address) {
+#if SOAHEAP_DEVICE_CODE
+  return *reinterpret_cast<const volatile unsigned long long*>(address);
+#else
+  return __atomic_load_n(address, __ATOMIC_SEQ_CST);
+#endif
+}
+
+SOAHEAP_HD inline std::uint32_t atomic_load(const std::uint32_t* address) {
+#if SOAHEAP_DEVICE_CODE
+  return *reinterpret_cast<const volatile unsigned int*>(address);
+#else
+  return __atomic_load_n(address, __ATOMIC_SEQ_CST);
+#endif
+}
+
+SOAHEAP_HD inline void atomic_store(std::uint64_t* address, std::uint64_t value) {
+#if SOAHEAP_DEVICE_CODE
+  atomicExch(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
+#else
+  __atomic_store_n(address, value, __ATOMIC_SEQ_CST);
+#endif
+}
+
+SOAHEAP_HD inline void atomic_store(std::uint32_t* address, std::uint32_t value) {
+#if SOAHEAP_DEVICE_CODE
+  atomicExch(reinterpret_cast<unsigned int*>(address), value);
+#else
+  __atomic_store_n(address, value, __ATOMIC_SEQ_CST);
+#endif
+}
+
+SOAHEAP_HD inline std::uint64_t atomic_fetch_or(std::uint64_t* address, std::uint64_t mask) {
+#if SOAHEAP_DEVICE_CODE
+  return atomicOr(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(mask));
+#else
+  return __atomic_fetch_or(address, mask, __ATOMIC_SEQ_CST);
+#endif
+}
+
+SOAHEAP_HD inline std::uint64_t atomic_fetch_and(std::uint64_t* address, std::uint64_t mask) {
+#if SOAHEAP_DEVICE_CODE
+  return atomicAnd(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(mask));
+#else
+  return __atomic_fetch_and(address, mask, __ATOMIC_SEQ_CST);
+#endif
+}
+
+SOAHEAP_HD inline std::uint64_t atomic_fetch_add(std::uint64_t* address, std::uint64_t value) {
+#if SOAHEAP_DEVICE_CODE
+  return atomicAdd(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
+#else
+  return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST);
+#endif
+}
+
+/// Compare-and-swap; returns the value found at @p address.
+SOAHEAP_HD inline std::uint64_t atomic_cas(std::uint64_t* address, std::uint64_t expected, std::uint64_t desired) {
+#if SOAHEAP_DEVICE_CODE
+  return atomicCAS(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(expected),
+                   static_cast<unsigned long long>(desired));
+#else
+  __atomic_compare_exchange_n(address, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;
+#endif
+}
+
+/// Orders this thread's earlier memory operations before its later ones, device-wide.
+SOAHEAP_HD inline void memory_fence() {
+#if SOAHEAP_DEVICE_CODE
+  __threadfence();
+#else
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+SOAHEAP_HD inline int popcount(std::uint64_t value) {
+#if SOAHEAP_DEVICE_CODE
+  return __popcll(value);
+#else
+  return __builtin_popcountll(value);
+#endif
+}
+
+/// Index of the lowest set bit; -1 when @p value is 0.
+SOAHEAP_HD inline int lowest_set_bit(std::uint64_t value) {
+#if SOAHEAP_DEVICE_CODE
+  return __ffsll(static_cast<long long>(value)) - 1;
+#else
+  return value == 0 ? -1 : __builtin_ctzll(value);
+#endif
+}
+
+SOAHEAP_HD inline std::uint64_t rotate_right(std::uint64_t value, int amount) {
+  amount &= 63;
+  return amount == 0 ? value : (value >> amount) | (value << (64 - amount));
+}
+
+/// A set bit of @p value chosen by @p seed (rotation spreads contending threads over
+/// different bits, as in DynaSOAr's bitmap rotation); -1 when @p value is 0.
+SOAHEAP_HD inline int pick_set_bit(std::uint64_t value, std::uint32_t seed) {
+  if (value == 0) return -1;
+  const int rotation = static_cast<int>(seed & 63u);
+  const int bit_in_rotated = lowest_set_bit(rotate_right(value, rotation));
+  return (bit_in_rotated + rotation) & 63;
+}
+
+/// Position of the @p n-th (0-based) set bit of @p value; @p value must have more than n bits.
+SOAHEAP_HD inline int nth_set_bit(std::uint64_t value, int n) {
+  for (int i = 0; i < n; ++i) value &= value - 1;
+  return lowest_set_bit(value);
+}
+
+/// A mask of the lowest @p count bits (count in 0..64).
+SOAHEAP_HD inline constexpr std::uint64_t low_bits(int count) {
+  return count >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << count) - 1;
+}
+
+/// Cheap integer hash used to derive rotation seeds from thread ids and retry counts.
+SOAHEAP_HD inline std::uint32_t mix_seed(std::uint64_t value) {
+  value ^= value >> 33;
+  value *= 0xff51afd7ed558ccdULL;
+  value ^= value >> 33;
+  return static_cast<std::uint32_t>(value);
+}
+
+}  // namespace soaheap::detail

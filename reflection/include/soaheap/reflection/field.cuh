@@ -1,0 +1,89 @@
+#pragma once
+/// @file field.cuh
+/// @brief `Field<Owner, Index>`: the proxy members of managed classes. A proxy occupies one byte of
+///        the object's C++ layout but stores nothing there; it finds its value in the SOA array of its
+///        block from the tagged object pointer it is reached through.
+
+#include <soaheap/core/object_pointer.cuh>
+#include <soaheap/core/portability.cuh>
+#include <soaheap/reflection/class_traits.cuh>
+
+#include <type_traits>
+
+namespace soaheap {
+
+/// @brief Field number @p Index (0-based, among @p Owner's own fields) of managed class @p Owner.
+/// Used like a plain member: read, assign, compound assignment, `->` on pointers, `[]` on arrays.
+template <class Owner, int Index>
+class Field {
+  using own_field_types = typename Owner::FieldTypes;
+  static_assert(Index >= 0 && Index < own_field_types::size,
+                "soaheap::Field index is out of range: Owner::FieldTypes has fewer entries");
+
+ public:
+  using value_type = type_at_t<own_field_types, Index>;
+  static_assert(std::is_trivially_copyable_v<value_type>,
+                "soaheap field types must be trivially copyable (objects are moved by memcpy during defragmentation)");
+
+  Field() = default;
+  Field(const Field&) = delete;  // managed objects are never copied as C++ objects: copy field by field
+
+  /// Position of this field among all of Owner's fields, inherited ones first.
+  SOAHEAP_HD static constexpr int global_index() { return detail::inherited_field_count<Owner>() + Index; }
+
+  /// @brief Address of this object's value inside the block's SOA array.
+  SOAHEAP_HD value_type* address() const {
+    const std::uint64_t object = detail::object_bits_of(this);
+    const int capacity = detail::capacity_of(object);
+    const std::uint64_t array_offset =
+        detail::soa_array_offset<all_field_types_t<Owner>, global_index()>(capacity);
+    return reinterpret_cast<value_type*>(detail::data_address_of(object) + array_offset) + detail::slot_of(object);
+  }
+
+  SOAHEAP_HD value_type& get() const { return *address(); }
+  SOAHEAP_HD operator value_type&() const { return *address(); }
+
+  SOAHEAP_HD Field& operator=(const value_type& value) {
+    *address() = value;
+    return *this;
+  }
+  SOAHEAP_HD Field& operator=(const Field& other) {
+    *address() = *other.address();
+    return *this;
+  }
+
+  /// `p->pointer_field->other_field`
+  SOAHEAP_HD value_type operator->() const {
+    static_assert(std::is_pointer_v<value_type>, "operator-> is only available on pointer fields");
+    return *address();
+  }
+
+  /// `p->array_field[i]` for soaheap::array fields
+  template <class V = value_type, std::enable_if_t<is_soaheap_array<V>::value, int> = 0>
+  SOAHEAP_HD auto& operator[](int element) const {
+    return (*address())[element];
+  }
+
+  template <class V>
+  SOAHEAP_HD Field& operator+=(const V& value) { *address() += value; return *this; }
+  template <class V>
+  SOAHEAP_HD Field& operator-=(const V& value) { *address() -= value; return *this; }
+  template <class V>
+  SOAHEAP_HD Field& operator*=(const V& value) { *address() *= value; return *this; }
+  template <class V>
+  SOAHEAP_HD Field& operator/=(const V& value) { *address() /= value; return *this; }
+  template <class V>
+  SOAHEAP_HD Field& operator%=(const V& value) { *address() %= value; return *this; }
+  template <class V>
+  SOAHEAP_HD Field& operator&=(const V& value) { *address() &= value; return *this; }
+  template <class V>
+  SOAHEAP_HD Field& operator|=(const V& value) { *address() |= value; return *this; }
+  template <class V>
+  SOAHEAP_HD Field& operator^=(const V& value) { *address() ^= value; return *this; }
+  SOAHEAP_HD value_type& operator++() { return ++*address(); }
+  SOAHEAP_HD value_type operator++(int) { return (*address())++; }
+  SOAHEAP_HD value_type& operator--() { return --*address(); }
+  SOAHEAP_HD value_type operator--(int) { return (*address())--; }
+};
+
+}  // namespace soaheap

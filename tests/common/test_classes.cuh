@@ -1,0 +1,80 @@
+#pragma once
+// Managed classes shared by the test suites: several sizes, an abstract base, pointer fields and
+// pointer arrays (for reflection and defragmentation tests).
+
+#include <soaheap/soaheap.cuh>
+
+#include <cstdint>
+
+namespace soaheap_test {
+
+class Node;
+
+/// Abstract root: every test object carries a unique id so that tests can follow objects.
+class Item : public soaheap::Object<Item> {
+ public:
+  using FieldTypes = soaheap::fields<std::uint64_t>;
+  static constexpr const char* kName = "Item";
+  static constexpr bool kAbstract = true;
+  soaheap::Field<Item, 0> id;
+};
+
+/// Smallest class: 16 bytes, 64 per block.
+class Small : public soaheap::Object<Small, Item> {
+ public:
+  using FieldTypes = soaheap::fields<std::uint64_t>;
+  static constexpr const char* kName = "Small";
+  soaheap::Field<Small, 0> payload;
+
+  SOAHEAP_HD Small(std::uint64_t new_id, std::uint64_t new_payload) {
+    id = new_id;
+    payload = new_payload;
+  }
+};
+
+/// 40 bytes: capacity floor(64*16/40) = 25, with a scalar pointer to the base and a pointer array.
+class Node : public soaheap::Object<Node, Item> {
+ public:
+  using FieldTypes = soaheap::fields<Item*, soaheap::array<Node*, 2>, std::uint64_t>;
+  static constexpr const char* kName = "Node";
+  soaheap::Field<Node, 0> link;
+  soaheap::Field<Node, 1> children;
+  soaheap::Field<Node, 2> weight;
+
+  SOAHEAP_HD explicit Node(std::uint64_t new_id) {
+    id = new_id;
+    link = nullptr;
+    children[0] = nullptr;
+    children[1] = nullptr;
+    weight = 0;
+  }
+};
+
+/// Derives from Node: 48 bytes, capacity 21.
+class HeavyNode : public soaheap::Object<HeavyNode, Node> {
+ public:
+  using FieldTypes = soaheap::fields<double>;
+  static constexpr const char* kName = "HeavyNode";
+  soaheap::Field<HeavyNode, 0> mass;
+
+  SOAHEAP_HD HeavyNode(std::uint64_t new_id, double new_mass) : Object(new_id) { mass = new_mass; }
+};
+
+/// A class of exactly one 64-byte object per slot-sized unit, for capacity-64 blocks of 1 field.
+class Counter : public soaheap::Object<Counter> {
+ public:
+  using FieldTypes = soaheap::fields<std::uint64_t, std::uint64_t>;
+  static constexpr const char* kName = "Counter";
+  soaheap::Field<Counter, 0> value;
+  soaheap::Field<Counter, 1> visits;
+
+  SOAHEAP_HD Counter(std::uint64_t index, std::uint64_t start) {
+    value = start + index;
+    visits = 0;
+  }
+  SOAHEAP_HD void visit() { visits += 1; }
+};
+
+using TestHeap = soaheap::Heap<Item, Small, Node, HeavyNode, Counter>;
+
+}  // namespace soaheap_test
