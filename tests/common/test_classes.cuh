@@ -73,6 +73,16 @@ class Counter : public soaheap::Object<Counter> {
     visits = 0;
   }
   SOAHEAP_HD void visit() { visits += 1; }
+
+  /// Visits, creates a new Counter (which the running parallel_do must not visit) and destroys
+  /// itself when its value is a multiple of 3.
+  template <class HeapView>
+  SOAHEAP_HD void spawn_and_maybe_die(const HeapView& heap) {
+    visits += 1;
+    const std::uint64_t own_value = value;
+    new (heap) Counter(0, 1000000 + own_value);
+    if (own_value % 3 == 0) soaheap::destroy(heap, this);
+  }
 };
 
 using TestHeap = soaheap::Heap<Item, Small, Node, HeavyNode, Counter>;

@@ -1,0 +1,138 @@
+// Hierarchical bitmap: semantics of every operation, and consistency under real contention.
+#include <soaheap/core/bitmap.cuh>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct OwnedBitmap {
+  explicit OwnedBitmap(std::uint64_t bits)
+      : shape(soaheap::BitmapShape::for_bits(bits)), words(shape.total_words, 0), view(words.data(), shape) {}
+  soaheap::BitmapShape shape;
+  std::vector<std::uint64_t> words;
+  soaheap::BitmapView view;
+
+  /// Every upper-level bit says whether the word below it is non-empty.
+  bool consistent() const {
+    for (int level = 0; level + 1 < shape.level_count; ++level)
+      for (std::uint64_t w = 0; w < shape.level_words[level]; ++w)
+        if (((view.word(level + 1, w / 64) >> (w % 64)) & 1u) != (view.word(level, w) != 0)) return false;
+    return true;
+  }
+  std::set<std::uint64_t> set_bits() const {
+    std::set<std::uint64_t> result;
+    for (std::uint64_t i = 0; i < shape.bit_count; ++i)
+      if (view.get(i)) result.insert(i);
+    return result;
+  }
+};
+
+TEST(BitmapShape, LevelsShrinkBy64UntilOneWord) {
+  const auto shape = soaheap::BitmapShape::for_bits(64 * 64 * 64 + 1);
+  EXPECT_EQ(shape.level_count, 4);
+  EXPECT_EQ(shape.level_words[0], 64u * 64u + 1u);
+  EXPECT_EQ(shape.level_words[3], 1u);
+  EXPECT_EQ(soaheap::BitmapShape::for_bits(1).level_count, 1);
+  EXPECT_EQ(soaheap::BitmapShape::for_bits(65).level_count, 2);
+}
+
+TEST(Bitmap, SetClearTryAndGet) {
+  OwnedBitmap bitmap(10000);
+  EXPECT_TRUE(bitmap.view.appears_empty());
+  EXPECT_TRUE(bitmap.view.try_set(4097));
+  EXPECT_FALSE(bitmap.view.try_set(4097));
+  EXPECT_TRUE(bitmap.view.get(4097));
+  EXPECT_FALSE(bitmap.view.get(4096));
+  EXPECT_FALSE(bitmap.view.appears_empty());
+  EXPECT_TRUE(bitmap.consistent());
+  EXPECT_TRUE(bitmap.view.try_clear(4097));
+  EXPECT_FALSE(bitmap.view.try_clear(4097));
+  EXPECT_TRUE(bitmap.view.appears_empty());
+  EXPECT_TRUE(bitmap.consistent());
+  bitmap.view.set(9999);
+  bitmap.view.set(9999);  // idempotent
+  bitmap.view.clear(0);   // clearing a clear bit is harmless
+  EXPECT_EQ(bitmap.set_bits(), (std::set<std::uint64_t>{9999}));
+  bitmap.view.assign(5, true);
+  bitmap.view.assign(9999, false);
+  EXPECT_EQ(bitmap.set_bits(), (std::set<std::uint64_t>{5}));
+  EXPECT_TRUE(bitmap.consistent());
+}
+
+TEST(Bitmap, FindSetAndClearAnyWithRotation) {
+  OwnedBitmap bitmap(5000);
+  EXPECT_EQ(bitmap.view.try_find_set(1), soaheap::BitmapView::kNotFound);
+  EXPECT_EQ(bitmap.view.clear_any(1), soaheap::BitmapView::kNotFound);
+  const std::set<std::uint64_t> expected = {3, 64, 700, 4999};
+  for (auto bit : expected) bitmap.view.set(bit);
+  std::set<std::uint64_t> found;
+  for (std::uint32_t seed = 0; seed < 200; ++seed) {
+    const auto position = bitmap.view.try_find_set(seed);
+    ASSERT_TRUE(expected.count(position)) << position;
+    found.insert(position);
+  }
+  EXPECT_EQ(found, expected) << "rotation should reach every set bit";
+  std::set<std::uint64_t> cleared;
+  for (std::size_t i = 0; i < expected.size(); ++i) cleared.insert(bitmap.view.clear_any(static_cast<std::uint32_t>(i)));
+  EXPECT_EQ(cleared, expected);
+  EXPECT_EQ(bitmap.view.clear_any(7), soaheap::BitmapView::kNotFound);
+  EXPECT_TRUE(bitmap.consistent());
+}
+
+TEST(Bitmap, ConcurrentSetClearStormEndsConsistent) {
+  // Few bits per word and many threads: emptiness of words flips constantly, so parent updates race.
+  OwnedBitmap bitmap(64 * 64 * 3);
+  const unsigned threads = std::max(4u, std::thread::hardware_concurrency() * 2);
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&bitmap, t] {
+      std::mt19937_64 random(t);
+      for (int i = 0; i < 200000; ++i) {
+        const std::uint64_t bit = (random() % 48) * 64 + (random() % 2);  // 2 bits in each of 48 words
+        if (random() % 2) bitmap.view.set(bit); else bitmap.view.clear(bit);
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  EXPECT_TRUE(bitmap.consistent());
+}
+
+TEST(Bitmap, ConcurrentClearAnyHandsOutEachBitOnce) {
+  const std::uint64_t bits = 100000;
+  OwnedBitmap bitmap(bits);
+  for (std::uint64_t i = 0; i < bits; ++i) bitmap.view.set(i);
+  const unsigned threads = std::max(4u, std::thread::hardware_concurrency() * 2);
+  std::vector<std::vector<std::uint64_t>> taken(threads);
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (std::uint32_t seed = t * 7919u;; ++seed) {
+        const auto position = bitmap.view.clear_any(seed);
+        if (position == soaheap::BitmapView::kNotFound) {
+          if (bitmap.view.appears_empty()) break;
+          continue;
+        }
+        taken[t].push_back(position);
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  std::vector<bool> seen(bits, false);
+  std::uint64_t total = 0;
+  for (const auto& list : taken)
+    for (auto position : list) {
+      ASSERT_FALSE(seen[position]) << "bit " << position << " handed out twice";
+      seen[position] = true;
+      ++total;
+    }
+  EXPECT_EQ(total, bits);
+  EXPECT_TRUE(bitmap.consistent());
+}
+
+}  // namespace

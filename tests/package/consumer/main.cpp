@@ -1,0 +1,31 @@
+// A program built against an installed soaheap: allocates, runs a method, checks the result.
+#include <soaheap/soaheap.cuh>
+
+#include <cstdio>
+
+class Particle : public soaheap::Object<Particle> {
+ public:
+  using FieldTypes = soaheap::fields<float, float>;
+  static constexpr const char* kName = "Particle";
+  soaheap::Field<Particle, 0> position;
+  soaheap::Field<Particle, 1> velocity;
+
+  Particle(std::uint64_t index, float speed) {
+    position = static_cast<float>(index);
+    velocity = speed;
+  }
+  void move() { position += velocity; }
+};
+
+int main() {
+  soaheap::HeapOptions options;
+  options.objects = 1000;
+  soaheap::Heap<Particle> heap(options);
+  heap.parallel_new<Particle>(100, 0.5f);
+  heap.parallel_do<Particle, &Particle::move>();
+  double sum = 0;
+  heap.for_each<Particle>([&](const Particle* p) { sum += p->position; });
+  heap.validate();
+  std::printf("sum %.1f\n", sum);
+  return sum == 4950.0 + 50.0 ? 0 : 1;
+}
