@@ -10,8 +10,10 @@
 #include <soaheap/core/heap_view.cuh>
 #include <soaheap/core/memory.cuh>
 #include <soaheap/core/stats.hpp>
+#include <soaheap/defrag/defrag_options.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -71,6 +73,8 @@ class Heap {
     headers_ = detail::Memory(options.backend, block_count_ * sizeof(BlockHeader));
     bitmaps_ = detail::Memory(options.backend, View::kBitmapCount * shape_.total_words * sizeof(std::uint64_t));
     runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState));
+    statistics_counters_ = detail::Memory(
+        options.backend, kClassCount * detail::StatisticsKernel<View>::kCounters * sizeof(std::uint64_t));
     check_address_space();
     initialize();
   }
@@ -157,12 +161,14 @@ class Heap {
     // Snapshot every class before running any method, so objects of one subclass created by the
     // method of another are not visited either.
     std::vector<BlockList> lists;
+    const auto enumeration_start = std::chrono::steady_clock::now();
     View::template for_each_concrete_subclass<T>([&](auto tag) {
       using C = detail::tag_type_t<decltype(tag)>;
       lists.push_back(enumerate_blocks(1 + class_id<C>));
       executor_.run(lists.back().count,
                     detail::SnapshotIterationKernel<View>{view(), lists.back().ids(), View::full_mask(class_id<C>)});
     });
+    enumeration_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - enumeration_start).count();
     std::size_t list = 0;
     View::template for_each_concrete_subclass<T>([&](auto tag) {
       using C = detail::tag_type_t<decltype(tag)>;
@@ -191,12 +197,16 @@ class Heap {
     return total;
   }
 
+  /// @brief Seconds parallel_do has spent enumerating blocks (stream compaction and iteration
+  /// snapshots) since the heap was created: the enumeration overhead of the DynaSOAr paper.
+  double enumeration_seconds() const { return enumeration_seconds_; }
+
   // ---- statistics and checks --------------------------------------------------------------------
 
   /// @brief Per-class occupancy, computed by one kernel over the block headers.
   HeapStats stats() const {
     constexpr int kCounters = detail::StatisticsKernel<View>::kCounters;
-    detail::Memory counters(options_.backend, kClassCount * kCounters * sizeof(std::uint64_t));
+    detail::Memory& counters = statistics_counters_;
     counters.fill_zero();
     const std::uint64_t chunks =
         (block_count_ + detail::StatisticsKernel<View>::kBlocksPerThread - 1) / detail::StatisticsKernel<View>::kBlocksPerThread;
@@ -264,6 +274,11 @@ class Heap {
   }
 
   // ---- defragmentation support -------------------------------------------------------------------
+
+  /// @brief Defragments the blocks of T (each concrete subclass of T); see soaheap::defragment.
+  /// Defined in <soaheap/defrag/defragment.cuh>.
+  template <class T>
+  DefragResult defrag(const DefragOptions& options = {});
 
   /// @brief Sets the defragmentation factor n of class @p class_index (blocks at most n/(n+1) full
   /// are candidates) and rebuilds its defrag bitmap.
@@ -458,6 +473,8 @@ class Heap {
   detail::Memory bitmaps_;
   detail::Memory runtime_;
   mutable detail::Memory scratch_;
+  mutable detail::Memory statistics_counters_;
+  double enumeration_seconds_ = 0;
   int defrag_factor_[kClassCount] = {};
   mutable std::atomic<bool> busy_{false};
 };
@@ -465,3 +482,4 @@ class Heap {
 }  // namespace soaheap
 
 #include <soaheap/core/detail/validate.hpp>
+#include <soaheap/defrag/defragment.cuh>
