@@ -117,7 +117,7 @@ class Heap {
 
   static const char* class_name(int class_index) {
     static constexpr const char* kNames[] = {Classes::kName...};
-    return kNames[class_index];
+    return class_index >= 0 && class_index < kClassCount ? kNames[class_index] : "<unknown class>";
   }
   /// @brief Id of the class named @p name, or -1.
   static int class_id_by_name(const std::string& name) {
@@ -128,7 +128,7 @@ class Heap {
   static int capacity_of_class(int class_index) { return View::capacity_of_class(class_index); }
   static bool class_is_abstract(int class_index) {
     static constexpr bool kAbstract[] = {Classes::kAbstract...};
-    return kAbstract[class_index];
+    return class_index >= 0 && class_index < kClassCount && kAbstract[class_index];
   }
 
   // ---- bulk operations ---------------------------------------------------------------------------
@@ -181,6 +181,7 @@ class Heap {
 
   /// @brief Host-side visit of every live object of T and its subclasses (a copy for the cuda
   /// backend): fn(const T*) may read fields; writes are not copied back. For tests and tools.
+  /// On the cuda backend pointer fields hold device addresses: compare them, never follow them.
   template <class T, class Function>
   void for_each(Function&& fn) const {
     const Snapshot snapshot = take_snapshot(true);

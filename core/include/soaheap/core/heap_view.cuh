@@ -35,6 +35,9 @@ inline constexpr int kActiveLookupAttempts = 5;
 /// Bound on allocation rounds so that an allocation can never spin forever; each lost round means
 /// another thread made progress, so reaching it needs pathological contention.
 inline constexpr int kMaxAllocationRounds = 1 << 16;
+/// Rounds in which a thread must find neither a free nor an active block before it reports out of
+/// memory although some block is still being published by another thread.
+inline constexpr int kOutOfMemoryConfirmations = 16;
 
 /// Encoded error: kind in bits 0-7, class id in bits 8-15, block id in bits 16-63.
 SOAHEAP_HD inline std::uint64_t encode_error(HeapErrorKind kind, int class_id, std::uint64_t block) {
@@ -44,6 +47,9 @@ SOAHEAP_HD inline std::uint64_t encode_error(HeapErrorKind kind, int class_id, s
 /// Device-side state of a heap that changes at runtime (written by the host between kernels).
 struct HeapRuntimeState {
   std::uint64_t error;                     ///< first error recorded since the last host check
+  /// Allocations between taking a block from the free bitmap and publishing it as active: while
+  /// any is in flight an empty-looking heap is not yet out of memory.
+  std::uint64_t blocks_in_transit;
   int defrag_threshold[kMaxClasses];       ///< a block is a defrag candidate with at most this many objects
 };
 
@@ -140,6 +146,7 @@ class HeapView {
     constexpr int kClass = class_id<T>;
     constexpr int kCapacity = Layout::template capacity<T>;
     const BitmapView active = active_blocks(kClass);
+    int empty_rounds = 0;
     for (int round = 0; round < detail::kMaxAllocationRounds; ++round) {
       const std::uint32_t round_seed = seed + static_cast<std::uint32_t>(round) * 0x9e3779b9u;
       for (int lookup = 0; lookup < detail::kActiveLookupAttempts; ++lookup) {
@@ -149,13 +156,21 @@ class HeapView {
         if (slots != 0) return {block, slots};
       }
       // Slow path: start a new block of class T.
+      detail::atomic_fetch_add(&state->blocks_in_transit, 1);
       const std::uint64_t block = free_blocks().clear_any(round_seed);
       if (block != BitmapView::kNotFound) {
         const std::uint64_t slots = detail::low_bits(wanted < kCapacity ? wanted : kCapacity);
         initialize_block(block, kClass, slots);
+        detail::atomic_fetch_add(&state->blocks_in_transit, ~std::uint64_t{0});  // -1
         return {block, slots};
       }
-      if (active.appears_empty()) {
+      detail::atomic_fetch_add(&state->blocks_in_transit, ~std::uint64_t{0});
+      // Out of memory only if no block is on its way to becoming active either (its slots would
+      // otherwise be missed by a thread that looked in the short window before it was published).
+      // Many starving threads keep that counter above zero for each other, so after a few rounds
+      // that all found nothing the answer stands anyway: publishing a block takes far less time.
+      if (active.appears_empty() &&
+          (detail::atomic_load(&state->blocks_in_transit) == 0 || ++empty_rounds >= detail::kOutOfMemoryConfirmations)) {
         record_error(HeapErrorKind::out_of_memory, kClass, block_count);
         return {0, 0};
       }

@@ -1,0 +1,232 @@
+#pragma once
+/// @file defragment.cuh
+/// @brief `soaheap::defragment<T>(heap, options)` / `heap.defrag<T>(options)`: in-place, parallel
+///        compaction of the blocks of T (and of each concrete subclass of T), after CompactGpu
+///        (Springer & Masuhara, ISMM 2019).
+///
+/// One pass over class C, each step a kernel run between the application's kernels:
+///  0. scan:    R = sorted ids of the defrag[C] candidates; B = floor(r/(n+1)) sources R[0..B), each
+///              with the n targets R[i + k·B]; their bitmaps are frozen into a pass plan.
+///  1. copy:    64 threads per source; the s-th object goes to the s-th free slot across its targets.
+///  2. forward: each source slot's first 8 bytes·N area receives the moved object's new pointer
+///              (skipped by the records strategy, which recomputes it from the plan instead).
+///  3. rewrite: every field that reflection says can point to a C, in every live object of every
+///              class, is redirected when it points into a source (candidate with id < R[B]).
+///  4. state:   sources become free, targets get active/defrag from their new fill level.
+/// Passes repeat until at most k1 candidates remain or a pass would have fewer than
+/// min_compactions sources. With k1 = 0 every block of C is then more than n/(n+1) full except for at
+/// most n leftover candidates, so the fragmentation of C is at most 1/(n+1) apart from those.
+///
+/// Pointers to moved objects held outside the heap (host variables, kernel arguments, non-reflected
+/// memory) are not rewritten; keep them only within one stretch between defragmentations.
+
+#include <soaheap/core/heap.cuh>
+#include <soaheap/defrag/defrag_options.hpp>
+#include <soaheap/defrag/detail/candidate_scan.cuh>
+#include <soaheap/defrag/detail/copy_objects.cuh>
+#include <soaheap/defrag/detail/forwarding.cuh>
+#include <soaheap/defrag/detail/logger.hpp>
+#include <soaheap/defrag/detail/pass_plan.cuh>
+#include <soaheap/defrag/detail/rewrite_pointers.cuh>
+#include <soaheap/defrag/detail/state_update.cuh>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace soaheap {
+
+/// @brief Merges the defragmentation candidates of T (each concrete subclass of T) pass by pass.
+/// @tparam T a managed class of the heap; an abstract base covers all its concrete subclasses
+/// @param options factor n (0: keep the class's current factor), k1, minimum sources per pass, rewrite strategy
+/// @return what was done, summed over passes and subclasses
+/// @throw invalid_argument when options.factor is outside 1..N_C-1 for a covered class C, or k1 /
+///        min_compactions are negative (nothing has changed then)
+/// @throw usage_error while another operation on the heap is in flight
+template <class T, class... Classes>
+DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options = {});
+
+namespace detail {
+
+/// Milliseconds since @p start, and restarts it.
+inline double lap_ms(std::chrono::steady_clock::time_point& start) {
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - start).count();
+  start = now;
+  return ms;
+}
+
+/// F of the ISMM paper over the blocks of all concrete subclasses of T, and their candidate count.
+template <class T, class HeapType>
+void measure_fragmentation(const HeapType& heap, double& fragmentation, std::uint64_t& candidates) {
+  const HeapStats stats = heap.stats();
+  double free_fraction_sum = 0;
+  std::uint64_t blocks = 0;
+  candidates = 0;
+  HeapType::View::template for_each_concrete_subclass<T>([&](auto tag) {
+    using C = tag_type_t<decltype(tag)>;
+    const ClassStats& entry = stats.classes[HeapType::template class_id<C>];
+    free_fraction_sum += entry.fragmentation() * static_cast<double>(entry.allocated_blocks);
+    blocks += entry.allocated_blocks;
+    candidates += entry.candidate_blocks;
+  });
+  fragmentation = blocks == 0 ? 0.0 : free_fraction_sum / static_cast<double>(blocks);
+}
+
+/// Runs the passes over concrete class C (the caller holds the heap's operation guard).
+template <class C, class... Classes>
+void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, DefragResult& result) {
+  using HeapType = Heap<Classes...>;
+  using View = typename HeapType::View;
+  constexpr int kClass = HeapType::template class_id<C>;
+  constexpr int kCapacity = HeapType::template capacity<C>;
+  const int n = heap.defrag_factor(kClass);
+  const long long retained = options.retained_candidates;
+  const long long min_sources = options.min_compactions < 1 ? 1 : options.min_compactions;
+  const bool records = options.strategy == RewriteStrategy::records || !forwarding_pointers_fit_v<View, C>;
+  const View view = heap.view();
+  const Executor& executor = heap.executor();
+  const auto logger = library_logger();
+
+  // Blocks of the other classes do not change while C is compacted, so their lists are taken once
+  // per run; C's own blocks (sources leave, targets fill up) are listed again in every pass.
+  std::vector<typename HeapType::BlockList> holder_blocks(HeapType::kClassCount);
+  std::vector<bool> holder_listed(HeapType::kClassCount, false);
+  auto blocks_of_holder = [&](int holder_class) -> const typename HeapType::BlockList& {
+    if (holder_class == kClass || !holder_listed[holder_class]) {
+      holder_blocks[holder_class] = heap.enumerate_blocks(1 + holder_class);
+      holder_listed[holder_class] = true;
+    }
+    return holder_blocks[holder_class];
+  };
+
+  for (;;) {
+    auto clock = std::chrono::steady_clock::now();
+    typename HeapType::BlockList candidates = heap.enumerate_blocks(1 + 2 * HeapType::kClassCount + kClass);
+    const std::uint64_t r = candidates.count;
+    const std::uint64_t sources = r / static_cast<std::uint64_t>(n + 1);
+    if (static_cast<long long>(r) <= retained || sources == 0 || static_cast<long long>(sources) < min_sources) {
+      result.times.scan_ms += lap_ms(clock);
+      break;
+    }
+    PassPlan plan;
+    plan.candidates = candidates.ids();
+    plan.source_count = sources;
+    plan.factor = n;
+    plan.class_index = kClass;
+    candidates.memory.copy_to_host(&plan.first_target, sources * sizeof(std::uint32_t), sizeof(std::uint32_t));
+    // Plan storage: source bitmaps [B], target free masks [n·B], the moved-object counter.
+    Memory plan_memory(heap.backend(), (sources * static_cast<std::uint64_t>(n + 1) + 1) * sizeof(std::uint64_t));
+    plan.source_bitmaps = plan_memory.as<std::uint64_t>();
+    plan.target_free = plan.source_bitmaps + sources;
+    std::uint64_t* moved_counter = plan.target_free + sources * static_cast<std::uint64_t>(n);
+    const std::uint64_t zero = 0;
+    plan_memory.copy_from_host(sources * static_cast<std::uint64_t>(n + 1) * sizeof(std::uint64_t), &zero, sizeof(zero));
+    executor.run(sources, PlanPassKernel<View>{view, plan, moved_counter});
+    std::uint64_t moved = 0;
+    plan_memory.copy_to_host(&moved, sources * static_cast<std::uint64_t>(n + 1) * sizeof(std::uint64_t), sizeof(moved));
+    const double scan_ms = lap_ms(clock);
+
+    executor.run(sources * kThreadsPerSourceBlock, CopyObjectsKernel<View, C>{view, plan});
+    const double copy_ms = lap_ms(clock);
+
+    if (!records) executor.run(sources * kThreadsPerSourceBlock, StoreForwardingPointersKernel<View, C>{view, plan});
+    const double forward_ms = lap_ms(clock);
+
+    auto rewrite_holder = [&](auto holder_tag) {
+      using U = tag_type_t<decltype(holder_tag)>;
+      if constexpr (!U::kAbstract && can_hold_pointer_to_v<U, C>) {
+        const typename HeapType::BlockList& holders = blocks_of_holder(HeapType::template class_id<U>);
+        if (records) {
+          using Kernel = RewritePointersKernel<View, U, C, RecordLookup<View>>;
+          executor.run(Kernel::thread_count(holders.count), Kernel{view, plan, holders.ids(), RecordLookup<View>{view}});
+        } else {
+          using Kernel = RewritePointersKernel<View, U, C, ForwardingPointerLookup<View>>;
+          executor.run(Kernel::thread_count(holders.count),
+                       Kernel{view, plan, holders.ids(), ForwardingPointerLookup<View>{view}});
+        }
+      }
+    };
+    (rewrite_holder(typename View::template type_tag<Classes>{}), ...);
+    const double rewrite_ms = lap_ms(clock);
+
+    executor.run(sources, UpdateBlockStatesKernel<View>{view, plan});
+    const double state_ms = lap_ms(clock);
+
+    ++result.passes;
+    result.blocks_freed += sources;
+    result.objects_moved += moved;
+    result.bytes_moved += moved * object_size_v<C>;
+    result.times.scan_ms += scan_ms;
+    result.times.copy_ms += copy_ms;
+    result.times.forward_ms += forward_ms;
+    result.times.rewrite_ms += rewrite_ms;
+    result.times.state_ms += state_ms;
+    logger->debug(
+        "defrag {} pass: {} candidates, {} sources (n={}, capacity {}), {} objects moved, {} rewrite; "
+        "scan {:.3f} ms, copy {:.3f} ms, forward {:.3f} ms, rewrite {:.3f} ms, state {:.3f} ms",
+        C::kName, r, sources, n, kCapacity, moved, records ? "records" : "forwarding pointers", scan_ms, copy_ms,
+        forward_ms, rewrite_ms, state_ms);
+  }
+}
+
+}  // namespace detail
+
+template <class T, class... Classes>
+DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
+  using HeapType = Heap<Classes...>;
+  using View = typename HeapType::View;
+  static_assert(HeapType::template class_id<T> >= 0,
+                "soaheap::defragment: this class is not one of the heap's classes");
+  heap.require_idle("defrag");
+  const std::string name = T::kName;
+  if (options.retained_candidates < 0)
+    throw invalid_argument("soaheap: defrag of " + name + ": retained candidates k1=" +
+                           std::to_string(options.retained_candidates) + " is negative");
+  if (options.min_compactions < 0)
+    throw invalid_argument("soaheap: defrag of " + name + ": min_compactions=" + std::to_string(options.min_compactions) +
+                           " is negative");
+  if (options.factor != 0) {
+    // Check every covered class before changing any, so a bad n leaves the heap as it was.
+    View::template for_each_concrete_subclass<T>([&](auto tag) {
+      using C = detail::tag_type_t<decltype(tag)>;
+      constexpr int kCapacity = HeapType::template capacity<C>;
+      if (options.factor < 1 || options.factor > kCapacity - 1)
+        throw invalid_argument("soaheap: defrag of " + name + ": defragmentation factor n=" +
+                               std::to_string(options.factor) + " is out of range for class " + C::kName +
+                               ": n must be in 1.." + std::to_string(kCapacity - 1) + " (its block capacity is " +
+                               std::to_string(kCapacity) + ")");
+    });
+    View::template for_each_concrete_subclass<T>([&](auto tag) {
+      heap.set_defrag_factor(HeapType::template class_id<detail::tag_type_t<decltype(tag)>>, options.factor);
+    });
+  }
+
+  const typename HeapType::OperationGuard guard(heap, "defrag");
+  DefragResult result;
+  result.class_name = name;
+  detail::measure_fragmentation<T>(heap, result.fragmentation_before, result.candidates_before);
+  View::template for_each_concrete_subclass<T>(
+      [&](auto tag) { detail::defragment_class<detail::tag_type_t<decltype(tag)>>(heap, options, result); });
+  detail::measure_fragmentation<T>(heap, result.fragmentation_after, result.candidates_after);
+
+  detail::library_logger()->info(
+      "defrag {}: {} passes, {} blocks freed, {} objects moved ({} bytes), candidates {} -> {}, fragmentation "
+      "{:.4f} -> {:.4f}; scan {:.3f} ms, copy {:.3f} ms, forward {:.3f} ms, rewrite {:.3f} ms, state {:.3f} ms, "
+      "total {:.3f} ms",
+      name, result.passes, result.blocks_freed, result.objects_moved, result.bytes_moved, result.candidates_before,
+      result.candidates_after, result.fragmentation_before, result.fragmentation_after, result.times.scan_ms,
+      result.times.copy_ms, result.times.forward_ms, result.times.rewrite_ms, result.times.state_ms,
+      result.times.total_ms());
+  return result;
+}
+
+template <class... Classes>
+template <class T>
+DefragResult Heap<Classes...>::defrag(const DefragOptions& options) {
+  return defragment<T>(*this, options);
+}
+
+}  // namespace soaheap

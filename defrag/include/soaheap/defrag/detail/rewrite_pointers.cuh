@@ -1,0 +1,124 @@
+#pragma once
+/// @file detail/rewrite_pointers.cuh
+/// @brief Pass step 3 (paper Alg. 3 and §3.4): rewrite every pointer to a moved object. Only the
+///        (class, field) pairs that reflection says can hold a pointer to the compacted class are
+///        scanned; a pointer is rewritten when its block is a candidate below R[B], i.e. a source.
+
+#include <soaheap/core/heap_view.cuh>
+#include <soaheap/defrag/detail/forwarding.cuh>
+#include <soaheap/defrag/detail/pass_plan.cuh>
+#include <soaheap/reflection/class_traits.cuh>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace soaheap::detail {
+
+template <class C, class FieldList>
+struct any_field_can_point_to;
+template <class C, class... Fields>
+struct any_field_can_point_to<C, type_list<Fields...>>
+    : std::bool_constant<(field_can_point_to_v<Fields, C> || ...)> {};
+
+/// @brief True when some field of U (inherited ones included) can hold a pointer to a C.
+template <class U, class C>
+inline constexpr bool can_hold_pointer_to_v = any_field_can_point_to<C, all_field_types_t<U>>::value;
+
+/// New location of a moved object, read from the forwarding pointer left in its source block.
+template <class View>
+struct ForwardingPointerLookup {
+  View view;
+  SOAHEAP_HD std::uint64_t operator()(const PassPlan&, std::uint64_t pointer, std::uint64_t block) const {
+    return forwarding_pointers(view, block)[slot_of(pointer)];
+  }
+};
+
+/// New location of a moved object, recomputed from the pass plan (paper §3.8, "records"): the
+/// source's index by binary search in the sorted R[0..B), the object's rank in the source's frozen
+/// bitmap, then the same destination rule the copy used. No read of the source block at all.
+template <class View>
+struct RecordLookup {
+  View view;
+  SOAHEAP_HD std::uint64_t operator()(const PassPlan& plan, std::uint64_t pointer, std::uint64_t block) const {
+    const std::int64_t source = plan.source_index_of(block);
+    if (source < 0) return pointer;  // unreachable: the caller checked that block is a source
+    const int slot = slot_of(pointer);
+    const int rank = popcount(plan.source_bitmaps[source] & low_bits(slot));
+    const Destination destination = plan.destination_of(static_cast<std::uint64_t>(source), rank);
+    if (destination.block == Destination::kNoDestination) return pointer;
+    return view.make_pointer_bits(destination.block, destination.slot, plan.class_index);
+  }
+};
+
+/// kSlotsPerThread slots of one allocated block of U per thread: thread `lane` of a block takes slots
+/// lane, lane + T, lane + 2T, ... (T threads per block), so each load instruction of a warp reads
+/// consecutive slots of a field's SOA array (coalesced), and a thread has several independent
+/// pointer loads in flight instead of one dependent chain of loads (the kernel is latency-bound
+/// otherwise). Rewrites the fields of U that can point to a C.
+template <class View, class U, class C, class Lookup>
+struct RewritePointersKernel {
+  using FieldList = all_field_types_t<U>;
+  static constexpr int kCapacity = View::Layout::template capacity<U>;
+  static constexpr int kSlotsPerThread = kCapacity >= 4 ? 4 : kCapacity;
+  static constexpr int kThreadsPerBlock = (kCapacity + kSlotsPerThread - 1) / kSlotsPerThread;
+  static constexpr int kHolderClass = View::template class_id<U>;
+  static constexpr int kMovedClass = View::template class_id<C>;
+  View view;
+  PassPlan plan;
+  const std::uint32_t* blocks;  ///< allocated blocks of U
+  Lookup lookup;
+
+  /// Threads to launch for @p block_count blocks of U.
+  static std::uint64_t thread_count(std::uint64_t block_count) {
+    return block_count * static_cast<std::uint64_t>(kThreadsPerBlock);
+  }
+
+  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+    const std::uint64_t block = blocks[tid / kThreadsPerBlock];
+    const int lane = static_cast<int>(tid % kThreadsPerBlock);
+    // Source blocks hold forwarding pointers now; their objects live on (already copied) in targets.
+    if (kHolderClass == kMovedClass && is_source(block)) return;
+    const std::uint64_t objects = view.headers[block].allocation;
+    rewrite_fields(view.data_address(block), lane, objects, std::make_integer_sequence<int, FieldList::size>{});
+  }
+
+ private:
+  SOAHEAP_HD bool is_source(std::uint64_t block) const {
+    return block < plan.first_target && view.defrag_candidates(kMovedClass).get(block);
+  }
+
+  template <int... Fields>
+  SOAHEAP_HD void rewrite_fields(std::uint64_t data, int lane, std::uint64_t objects,
+                                 std::integer_sequence<int, Fields...>) const {
+    (rewrite_field<Fields>(data, lane, objects), ...);
+  }
+
+  template <int Field>
+  SOAHEAP_HD void rewrite_field(std::uint64_t data, int lane, std::uint64_t objects) const {
+    using FieldType = type_at_t<FieldList, Field>;
+    if constexpr (field_can_point_to_v<FieldType, C>) {
+      constexpr std::uint64_t kOffset = soa_array_offset<FieldList, Field>(kCapacity);
+      constexpr int kExtent = pointer_field_extent_v<FieldType>;
+      std::uint64_t* fields[kSlotsPerThread];
+      std::uint64_t values[kSlotsPerThread][kExtent];
+      // All loads first: they are independent of each other.
+      for (int k = 0; k < kSlotsPerThread; ++k) {
+        const int slot = lane + k * kThreadsPerBlock;
+        const bool live = slot < kCapacity && ((objects >> slot) & 1u) != 0;
+        fields[k] = live ? reinterpret_cast<std::uint64_t*>(data + kOffset + slot * sizeof(FieldType)) : nullptr;
+        for (int e = 0; e < kExtent; ++e) values[k][e] = live ? fields[k][e] : 0;
+      }
+      for (int k = 0; k < kSlotsPerThread; ++k) {
+        for (int e = 0; e < kExtent; ++e) {
+          const std::uint64_t pointer = values[k][e];
+          if (pointer == 0 || class_id_of(pointer) != kMovedClass) continue;
+          const std::uint64_t target = view.block_of(pointer);
+          if (is_source(target)) fields[k][e] = lookup(plan, pointer, target);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace soaheap::detail

@@ -1,0 +1,355 @@
+#pragma once
+// A life-like generational cellular automaton (Bx/Sy/C) on a torus grid where only alive (and
+// dying) cells and "candidates" -- dead cells next to an alive cell, the only dead cells that can
+// be born -- are objects, so one step costs O(alive + candidates), not O(cells).
+// game-of-life runs it with B3/S23/2, generation with the "Burst"-like 0235678/3468/255.
+//
+// Every cell of the grid is a Cell object (never freed) whose `agent` field points to its Alive or
+// Candidate object, or is null. A dense array maps grid positions to Cells; it is re-registered
+// after every defragmentation run, so it stays right even if Cells move.
+//
+// State after each step (checked against the sequential reference): Alive objects carry their
+// state (1 = alive, 2..C-1 = dying); every empty cell has no alive neighbour.
+
+#include <soaheap/soaheap.cuh>
+
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+namespace automaton {
+
+/// Birth and survival sets as bit masks over the alive-neighbour count (0..8) and the state count.
+struct Rule {
+  std::uint32_t born_mask;
+  std::uint32_t survive_mask;
+  std::uint32_t states;  ///< C: 1 = alive, 2..C-1 = dying, then dead
+};
+
+SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t value) {
+  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL ^ salt * 0x94d049bb133111ebULL ^ (value + 1) * 0xd6e8feb86659fd93ULL;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+/// The initial state: a cell is alive with probability density_per_mille / 1000 (pure function of seed).
+SOAHEAP_HD inline bool initially_alive(std::uint64_t seed, std::uint64_t cell, std::uint32_t density_per_mille) {
+  return hash3(seed, 1, cell) % 1000 < density_per_mille;
+}
+
+struct Grid {
+  std::uint32_t width, height;
+  SOAHEAP_HD std::uint32_t neighbour(std::uint32_t index, int k) const {
+    // k in 0..7: the eight surrounding cells in row-major order
+    const int dx = k < 3 ? k - 1 : (k < 5 ? (k == 3 ? -1 : 1) : k - 6);
+    const int dy = k < 3 ? -1 : (k < 5 ? 0 : 1);
+    const std::uint32_t x = index % width, y = index / width;
+    const std::uint32_t nx = (x + width + static_cast<std::uint32_t>(dx + 1) - 1) % width;
+    const std::uint32_t ny = (y + height + static_cast<std::uint32_t>(dy + 1) - 1) % height;
+    return ny * width + nx;
+  }
+};
+constexpr int kNeighbours = 8;
+
+class Agent;
+
+class Cell : public soaheap::Object<Cell> {
+ public:
+  using FieldTypes = soaheap::fields<Agent*, std::uint64_t, std::uint32_t>;
+  static constexpr const char* kName = "Cell";
+  soaheap::Field<Cell, 0> agent;
+  soaheap::Field<Cell, 1> claim;  ///< (step+1) << 32 | (claimant + 1): which new cell creates its candidate
+  soaheap::Field<Cell, 2> index;
+
+  SOAHEAP_HD Cell(std::uint64_t new_index, Cell** grid) {
+    agent = nullptr;
+    claim = 0;
+    index = static_cast<std::uint32_t>(new_index);
+    grid[new_index] = this;
+  }
+  /// Re-enters this cell into the position map (after defragmentation may have moved it).
+  SOAHEAP_HD void register_in(Cell** grid) { grid[static_cast<std::uint32_t>(index)] = this; }
+  SOAHEAP_HD std::uint64_t* claim_address() { return &static_cast<std::uint64_t&>(claim); }
+};
+
+class Agent : public soaheap::Object<Agent> {
+ public:
+  using FieldTypes = soaheap::fields<std::uint32_t, std::uint8_t>;
+  static constexpr const char* kName = "Agent";
+  static constexpr bool kAbstract = true;
+  soaheap::Field<Agent, 0> position;
+  soaheap::Field<Agent, 1> alive_neighbours;  ///< counted in the first phase of a step
+
+  SOAHEAP_HD explicit Agent(std::uint32_t new_position) {
+    position = new_position;
+    alive_neighbours = 0;
+  }
+};
+
+class Alive;
+class Candidate;
+
+template <class T, class View, class Pointer>
+SOAHEAP_HD bool is_a(Pointer* object) {
+  return soaheap::detail::class_id_of(soaheap::detail::object_bits_of(object)) == View::template class_id<T>;
+}
+
+class Alive : public soaheap::Object<Alive, Agent> {
+ public:
+  using FieldTypes = soaheap::fields<std::uint8_t, std::uint8_t>;
+  static constexpr const char* kName = "Alive";
+  soaheap::Field<Alive, 0> state;  ///< 1 alive, 2.. dying
+  soaheap::Field<Alive, 1> fresh;  ///< born in this step: must create candidates around it
+
+  SOAHEAP_HD Alive(std::uint32_t new_position, bool is_fresh) : Object(new_position) {
+    state = 1;
+    fresh = is_fresh ? 1 : 0;
+  }
+
+  template <class View>
+  SOAHEAP_HD void count(const View&, Cell** grid, Grid shape);
+  template <class View>
+  SOAHEAP_HD void update(const View& heap, Cell** grid, Rule rule);
+  template <class View>
+  SOAHEAP_HD void claim_candidates(const View&, Cell** grid, Grid shape, std::uint64_t step);
+  template <class View>
+  SOAHEAP_HD void create_candidates(const View& heap, Cell** grid, Grid shape, std::uint64_t step);
+};
+
+class Candidate : public soaheap::Object<Candidate, Agent> {
+ public:
+  using FieldTypes = soaheap::fields<>;
+  static constexpr const char* kName = "Candidate";
+
+  SOAHEAP_HD explicit Candidate(std::uint32_t new_position) : Object(new_position) {}
+
+  template <class View>
+  SOAHEAP_HD void count(const View&, Cell** grid, Grid shape);
+  template <class View>
+  SOAHEAP_HD void update(const View& heap, Cell** grid, Rule rule);
+};
+
+template <class View>
+SOAHEAP_HD int count_alive_neighbours(Cell** grid, Grid shape, std::uint32_t position) {
+  int alive = 0;
+  for (int k = 0; k < kNeighbours; ++k) {
+    Agent* occupant = grid[shape.neighbour(position, k)]->agent;
+    if (occupant != nullptr && is_a<Alive, View>(occupant) && static_cast<Alive*>(occupant)->state == 1) ++alive;
+  }
+  return alive;
+}
+
+template <class View>
+SOAHEAP_HD void Alive::count(const View&, Cell** grid, Grid shape) {
+  fresh = 0;
+  if (state == 1) alive_neighbours = static_cast<std::uint8_t>(count_alive_neighbours<View>(grid, shape, position));
+}
+
+template <class View>
+SOAHEAP_HD void Candidate::count(const View&, Cell** grid, Grid shape) {
+  alive_neighbours = static_cast<std::uint8_t>(count_alive_neighbours<View>(grid, shape, position));
+}
+
+template <class View>
+SOAHEAP_HD void Alive::update(const View& heap, Cell** grid, Rule rule) {
+  if (fresh != 0) return;  // born in this step by Candidate::update
+  const std::uint32_t s = state;
+  if (s == 1 && ((rule.survive_mask >> static_cast<std::uint8_t>(alive_neighbours)) & 1u) != 0) return;
+  if (s + 1 < rule.states) {
+    state = static_cast<std::uint8_t>(s + 1);
+    return;
+  }
+  // Dead: the cell may have alive neighbours, so it stays around as a candidate for one step.
+  const std::uint32_t at = position;
+  Cell* cell = grid[at];
+  soaheap::destroy(heap, this);
+  cell->agent = new (heap) Candidate(at);
+}
+
+template <class View>
+SOAHEAP_HD void Candidate::update(const View& heap, Cell** grid, Rule rule) {
+  const std::uint32_t alive = alive_neighbours;
+  const std::uint32_t at = position;
+  if (((rule.born_mask >> alive) & 1u) != 0) {
+    Cell* cell = grid[at];
+    soaheap::destroy(heap, this);
+    cell->agent = new (heap) Alive(at, true);
+  } else if (alive == 0) {
+    Cell* cell = grid[at];
+    soaheap::destroy(heap, this);
+    cell->agent = nullptr;
+  }
+}
+
+template <class View>
+SOAHEAP_HD void Alive::claim_candidates(const View&, Cell** grid, Grid shape, std::uint64_t step) {
+  if (fresh == 0) return;
+  const std::uint32_t at = position;
+  const std::uint64_t key = ((step + 1) << 32) | (std::uint64_t{at} + 1);
+  for (int k = 0; k < kNeighbours; ++k) {
+    Cell* cell = grid[shape.neighbour(at, k)];
+    if (static_cast<Agent*>(cell->agent) != nullptr) continue;
+    // Deterministic winner: the largest claim of this step (no first-come-first-served).
+    std::uint64_t* address = cell->claim_address();
+    std::uint64_t current = soaheap::detail::atomic_load(address);
+    while (current < key) {
+      const std::uint64_t found = soaheap::detail::atomic_cas(address, current, key);
+      if (found == current) break;
+      current = found;
+    }
+  }
+}
+
+template <class View>
+SOAHEAP_HD void Alive::create_candidates(const View& heap, Cell** grid, Grid shape, std::uint64_t step) {
+  if (fresh == 0) return;
+  const std::uint32_t at = position;
+  const std::uint64_t key = ((step + 1) << 32) | (std::uint64_t{at} + 1);
+  for (int k = 0; k < kNeighbours; ++k) {
+    const std::uint32_t neighbour = shape.neighbour(at, k);
+    Cell* cell = grid[neighbour];
+    if (static_cast<std::uint64_t>(cell->claim) == key) cell->agent = new (heap) Candidate(neighbour);
+  }
+}
+
+template <class HeapType>
+struct Automaton {
+  using View = typename HeapType::View;
+  Grid shape;
+  Rule rule;
+  std::uint64_t seed;
+  std::uint32_t density_per_mille;
+  soaheap::detail::Memory grid;
+
+  std::uint64_t cells() const { return std::uint64_t{shape.width} * shape.height; }
+  Cell** grid_pointer() const { return grid.as<Cell*>(); }
+
+  static soaheap::HeapOptions heap_options(std::uint64_t cells, soaheap::Backend backend) {
+    soaheap::HeapOptions options;
+    options.objects = cells * 10 + 64 * 64;
+    options.backend = backend;
+    return options;
+  }
+
+  struct CreateInitialAgents {
+    View heap;
+    Cell** grid;
+    Grid shape;
+    std::uint64_t seed;
+    std::uint32_t density;
+    SOAHEAP_HD void operator()(std::uint64_t i) const {
+      const std::uint32_t at = static_cast<std::uint32_t>(i);
+      if (initially_alive(seed, i, density)) {
+        grid[i]->agent = new (heap) Alive(at, false);
+        return;
+      }
+      for (int k = 0; k < kNeighbours; ++k) {
+        if (initially_alive(seed, shape.neighbour(at, k), density)) {
+          grid[i]->agent = new (heap) Candidate(at);
+          return;
+        }
+      }
+    }
+  };
+
+  void setup(HeapType& heap) {
+    grid = soaheap::detail::Memory(heap.backend(), cells() * sizeof(Cell*));
+    heap.template parallel_new<Cell>(cells(), grid_pointer());
+    heap.launch(cells(), CreateInitialAgents{heap.view(), grid_pointer(), shape, seed, density_per_mille});
+  }
+
+  void step(HeapType& heap, std::uint64_t step_index) const {
+    const View view = heap.view();
+    Cell** map = grid_pointer();
+    heap.template parallel_do<Alive, &Alive::count<View>>(view, map, shape);
+    heap.template parallel_do<Candidate, &Candidate::count<View>>(view, map, shape);
+    // Candidates first: the candidates that dying cells leave behind must not be updated in the
+    // step that created them (they have not been counted yet).
+    heap.template parallel_do<Candidate, &Candidate::update<View>>(view, map, rule);
+    heap.template parallel_do<Alive, &Alive::update<View>>(view, map, rule);
+    heap.template parallel_do<Alive, &Alive::claim_candidates<View>>(view, map, shape, step_index);
+    heap.template parallel_do<Alive, &Alive::create_candidates<View>>(view, map, shape, step_index);
+  }
+
+  /// Rebuilds the position map (call after a defragmentation run).
+  void reregister(HeapType& heap) const { heap.template parallel_do<Cell, &Cell::register_in>(grid_pointer()); }
+};
+
+/// The same automaton on a dense array of states, one cell after another.
+class Reference {
+ public:
+  Reference(Grid shape, Rule rule, std::uint64_t seed, std::uint32_t density)
+      : shape_(shape), rule_(rule), states_(std::size_t{shape.width} * shape.height, 0) {
+    for (std::size_t i = 0; i < states_.size(); ++i) states_[i] = initially_alive(seed, i, density) ? 1 : 0;
+  }
+  void step() {
+    std::vector<std::uint8_t> next(states_.size());
+    for (std::uint32_t i = 0; i < states_.size(); ++i) {
+      int alive = 0;
+      for (int k = 0; k < kNeighbours; ++k) alive += states_[shape_.neighbour(i, k)] == 1 ? 1 : 0;
+      const std::uint32_t s = states_[i];
+      if (s == 0) {
+        next[i] = ((rule_.born_mask >> alive) & 1u) != 0 ? 1 : 0;
+      } else if (s == 1 && ((rule_.survive_mask >> alive) & 1u) != 0) {
+        next[i] = 1;
+      } else {
+        next[i] = s + 1 < rule_.states ? static_cast<std::uint8_t>(s + 1) : 0;
+      }
+    }
+    states_.swap(next);
+  }
+  const std::vector<std::uint8_t>& states() const { return states_; }
+
+ private:
+  Grid shape_;
+  Rule rule_;
+  std::vector<std::uint8_t> states_;
+};
+
+/// Compares the heap with the reference cell by cell, and checks the candidate invariant (every
+/// empty cell has no alive neighbour). Returns the number of violations.
+template <class HeapType>
+std::uint64_t compare(const HeapType& heap, Grid shape, const Reference& reference, const char* app) {
+  const std::size_t n = std::size_t{shape.width} * shape.height;
+  std::vector<std::uint8_t> state(n, 0), objects(n, 0), candidate(n, 0);
+  heap.template for_each<Alive>([&](const Alive* alive) {
+    const std::uint32_t at = alive->position;
+    state[at] = alive->state;
+    objects[at] += 1;
+  });
+  heap.template for_each<Candidate>([&](const Candidate* c) {
+    const std::uint32_t at = c->position;
+    candidate[at] = 1;
+    objects[at] += 1;
+  });
+  std::uint64_t linked = 0, agents = 0;
+  heap.template for_each<Cell>([&](const Cell* cell) {
+    if (static_cast<Agent*>(cell->agent) != nullptr) ++linked;
+  });
+  std::uint64_t violations = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    agents += objects[i];
+    bool bad = objects[i] > 1 || state[i] != reference.states()[i];
+    if (!bad && objects[i] == 0) {
+      for (int k = 0; k < kNeighbours; ++k) bad = bad || reference.states()[shape.neighbour(i, k)] == 1;
+    }
+    if (bad) {
+      if (violations < 5)
+        std::fprintf(stderr, "%s self-check: cell %u: reference state %u, heap state %u (%u objects, candidate %u)\n",
+                     app, i, reference.states()[i], state[i], objects[i], candidate[i]);
+      ++violations;
+    }
+  }
+  if (linked != agents) {
+    std::fprintf(stderr, "%s self-check: %llu cells point to an agent but %llu agents exist\n", app,
+                 static_cast<unsigned long long>(linked), static_cast<unsigned long long>(agents));
+    ++violations;
+  }
+  return violations;
+}
+
+}  // namespace automaton

@@ -1,0 +1,160 @@
+#pragma once
+// The Wa-Tor rules shared by examples/wa-tor (objects on a soaheap heap) and
+// examples/wator_baseline (fixed arrays): parameters, counter-based random numbers, the
+// deterministic move-request keys, the initial state, and the sequential host reference that
+// both self-checks compare against cell by cell.
+
+#include <soaheap/core/portability.cuh>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace wator {
+// ---- model parameters -----------------------------------------------------------------------------
+struct Rules {
+  std::uint32_t fish_breed_time = 3;    ///< steps (moves) a fish needs before it leaves offspring behind
+  std::uint32_t shark_breed_time = 10;  ///< the same for sharks
+  std::uint32_t shark_starve_time = 4;  ///< steps without food after which a shark dies
+  std::uint32_t initial_fish_per_mille = 300;
+  std::uint32_t initial_shark_per_mille = 30;
+};
+
+constexpr int kDirections = 4;  // north, east, south, west
+constexpr std::uint32_t kSaltInitial = 1, kSaltFishChoice = 2, kSaltFishPriority = 3, kSaltSharkChoice = 4,
+                        kSaltSharkPriority = 5;
+
+/// Counter-based random numbers: the same (seed, iteration, salt, cell) gives the same value on
+/// every backend and in the host reference.
+SOAHEAP_HD inline std::uint64_t hash4(std::uint64_t seed, std::uint64_t iteration, std::uint64_t salt,
+                                      std::uint64_t cell) {
+  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL ^ (iteration + 1) * 0xbf58476d1ce4e5b9ULL ^
+                    salt * 0x94d049bb133111ebULL ^ (cell + 1) * 0xd6e8feb86659fd93ULL;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+/// A move request: higher wins; the low 32 bits name the requesting cell (ties impossible).
+SOAHEAP_HD inline std::uint64_t request_key(std::uint64_t seed, std::uint64_t iteration, std::uint64_t salt,
+                                            std::uint32_t cell) {
+  return ((hash4(seed, iteration, salt, cell) | 1ULL) << 32) | cell;
+}
+
+SOAHEAP_HD inline void atomic_max(std::uint64_t* address, std::uint64_t value) {
+  std::uint64_t current = soaheap::detail::atomic_load(address);
+  while (current < value) {
+    const std::uint64_t found = soaheap::detail::atomic_cas(address, current, value);
+    if (found == current) return;
+    current = found;
+  }
+}
+
+enum : std::uint8_t { kEmpty = 0, kFish = 1, kShark = 2 };
+
+SOAHEAP_HD inline std::uint8_t initial_kind(std::uint64_t seed, std::uint64_t cell, const Rules& rules) {
+  const std::uint64_t roll = hash4(seed, 0, kSaltInitial, cell) % 1000;
+  if (roll < rules.initial_shark_per_mille) return kShark;
+  if (roll < rules.initial_shark_per_mille + rules.initial_fish_per_mille) return kFish;
+  return kEmpty;
+}
+
+
+// ---- sequential host reference with the same rules ------------------------------------------------
+
+struct ReferenceCell {
+  std::uint8_t kind = kEmpty;
+  std::uint32_t breed_age = 0;
+  std::uint32_t hunger = 0;
+};
+
+class Reference {
+ public:
+  Reference(std::uint32_t width, std::uint32_t height, std::uint64_t seed, const Rules& rules)
+      : width_(width), height_(height), seed_(seed), rules_(rules), cells_(std::size_t{width} * height) {
+    for (std::size_t i = 0; i < cells_.size(); ++i) cells_[i].kind = initial_kind(seed, i, rules);
+  }
+
+  void step(std::uint64_t iteration) {
+    phase(iteration, kFish);
+    phase(iteration, kShark);
+  }
+  const std::vector<ReferenceCell>& cells() const { return cells_; }
+
+ private:
+  std::uint32_t neighbour(std::uint32_t i, int d) const {
+    const std::uint32_t x = i % width_, y = i / width_;
+    switch (d) {
+      case 0: return ((y + height_ - 1) % height_) * width_ + x;
+      case 1: return y * width_ + (x + 1) % width_;
+      case 2: return ((y + 1) % height_) * width_ + x;
+      default: return y * width_ + (x + width_ - 1) % width_;
+    }
+  }
+
+  void phase(std::uint64_t iteration, std::uint8_t kind) {
+    const std::size_t n = cells_.size();
+    std::vector<std::uint64_t> request(n, 0);
+    std::vector<std::int64_t> target(n, -1);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (cells_[i].kind != kind) continue;
+      std::uint32_t preferred[kDirections], free_cells[kDirections];
+      int preferred_count = 0, free_count = 0;
+      for (int d = 0; d < kDirections; ++d) {
+        const std::uint32_t j = neighbour(i, d);
+        if (cells_[j].kind == kEmpty) free_cells[free_count++] = j;
+        else if (kind == kShark && cells_[j].kind == kFish) preferred[preferred_count++] = j;
+      }
+      const std::uint32_t* options = preferred_count > 0 ? preferred : free_cells;
+      const int count = preferred_count > 0 ? preferred_count : free_count;
+      if (count == 0) continue;
+      const std::uint64_t choice_salt = kind == kFish ? kSaltFishChoice : kSaltSharkChoice;
+      const std::uint64_t priority_salt = kind == kFish ? kSaltFishPriority : kSaltSharkPriority;
+      const std::uint32_t chosen = options[hash4(seed_, iteration, choice_salt, i) % static_cast<std::uint64_t>(count)];
+      target[i] = chosen;
+      const std::uint64_t key = request_key(seed_, iteration, priority_salt, i);
+      if (key > request[chosen]) request[chosen] = key;
+    }
+    std::vector<ReferenceCell> next = cells_;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (cells_[i].kind != kind) continue;
+      ReferenceCell agent = cells_[i];
+      agent.breed_age += 1;
+      std::uint32_t at = i;
+      bool ate = false;
+      const bool won = target[i] >= 0 && (request[static_cast<std::size_t>(target[i])] & 0xffffffffULL) == i;
+      if (won) {
+        const std::uint32_t to = static_cast<std::uint32_t>(target[i]);
+        ate = cells_[to].kind == kFish;
+        const std::uint32_t breed_time = kind == kFish ? rules_.fish_breed_time : rules_.shark_breed_time;
+        if (agent.breed_age >= breed_time) {
+          agent.breed_age = 0;
+          next[i] = ReferenceCell{kind, 0, 0};
+        } else {
+          next[i] = ReferenceCell{};
+        }
+        at = to;
+      }
+      if (kind == kShark) {
+        if (ate) {
+          agent.hunger = 0;
+        } else if (++agent.hunger >= rules_.shark_starve_time) {
+          next[at] = ReferenceCell{};
+          continue;
+        }
+      }
+      next[at] = agent;
+    }
+    cells_ = std::move(next);
+  }
+
+  std::uint32_t width_, height_;
+  std::uint64_t seed_;
+  Rules rules_;
+  std::vector<ReferenceCell> cells_;
+};
+
+}  // namespace wator

@@ -1,0 +1,131 @@
+// The defragmentation suite on the host backend (both rewrite strategies), plus host-only checks.
+#include "tests/common/defrag_suite.inc"
+
+#include <soaheap/defrag/policy.hpp>
+
+namespace soaheap_test {
+
+/// A kernel body that tries to defragment the heap it runs on (host backend only).
+struct DefragFromInsideAKernel {
+  DefragHeap* heap;
+  void operator()(std::uint64_t) const { heap->defrag<Atom>(); }
+};
+
+TEST_P(DefragTest, RefusedWhileAnOperationIsInFlight) {
+  DefragHeap heap(heap_options(1000));
+  try {
+    heap.launch(1, DefragFromInsideAKernel{&heap});
+    ADD_FAILURE() << "defrag inside a running launch must be refused";
+  } catch (const soaheap::usage_error& error) {
+    EXPECT_NE(std::string(error.what()).find("defrag"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("in flight"), std::string::npos) << error.what();
+  }
+  // Once the launch is over, defragmentation works again.
+  EXPECT_NO_THROW(heap.defrag<Atom>());
+  heap.validate(soaheap::Validation::full);
+}
+
+/// A fragmented graph for the policy tests.
+inline void build_fragmented(DefragHeap& heap, TestBuffer<Entity*>& objects, const GraphSpec& spec) {
+  build_graph(heap, objects, spec);
+  ASSERT_GT(heap.stats().of("Atom").candidate_blocks, 10u);
+}
+
+TEST_P(DefragTest, PolicyManualNeverRuns) {
+  GraphSpec spec;
+  spec.atoms = 3000;
+  spec.molecules = 1000;
+  spec.delete_percent = 70;
+  DefragHeap heap(heap_options(2 * spec.size()));
+  TestBuffer<Entity*> objects(backend(), spec.size());
+  build_fragmented(heap, objects, spec);
+  soaheap::DefragPolicy policy(soaheap::DefragConfig{});
+  for (long long iteration = 0; iteration < 10; ++iteration) EXPECT_TRUE(policy.maybe_defrag(heap, iteration).empty());
+}
+
+TEST_P(DefragTest, PolicyEveryMIterations) {
+  GraphSpec spec;
+  spec.atoms = 3000;
+  spec.molecules = 1000;
+  spec.delete_percent = 70;
+  DefragHeap heap(heap_options(2 * spec.size()));
+  TestBuffer<Entity*> objects(backend(), spec.size());
+  build_fragmented(heap, objects, spec);
+  soaheap::DefragConfig config;
+  config.policy = soaheap::DefragPolicyKind::every;
+  config.every = 5;
+  config.factor = 2;
+  config.classes["Molecule"].factor = 3;
+  soaheap::DefragPolicy policy(config);
+  EXPECT_TRUE(policy.maybe_defrag(heap, 0).empty());
+  EXPECT_TRUE(policy.maybe_defrag(heap, 4).empty());
+  const std::vector<soaheap::DefragResult> results = policy.maybe_defrag(heap, 5);
+  ASSERT_FALSE(results.empty());
+  bool atom_done = false;
+  for (const auto& result : results) {
+    atom_done |= result.class_name == "Atom";
+    EXPECT_NE(result.class_name, "Entity") << "the policy defragments concrete classes";
+  }
+  EXPECT_TRUE(atom_done);
+  EXPECT_EQ(heap.defrag_factor(DefragHeap::class_id<Atom>), 2);
+  EXPECT_EQ(heap.defrag_factor(DefragHeap::class_id<Molecule>), 3);
+  expect_fragmentation_bound<Atom>(heap, 2);
+  expect_graphs(dump_graph(heap, spec.size()), {spec});
+  heap.validate(soaheap::Validation::full);
+  // Right after a run nothing is left to do at the next multiple of m.
+  for (const auto& result : policy.maybe_defrag(heap, 10)) EXPECT_EQ(result.blocks_freed, 0u);
+}
+
+TEST_P(DefragTest, PolicyAfterMassDeallocation) {
+  GraphSpec spec;
+  spec.atoms = 6000;
+  spec.delete_percent = 0;
+  spec.null_percent = 100;  // no links: the deletion below would leave them dangling
+  DefragHeap heap(heap_options(2 * spec.size()));
+  TestBuffer<Entity*> objects(backend(), spec.size());
+  build_graph(heap, objects, spec);
+  soaheap::DefragConfig config;
+  config.policy = soaheap::DefragPolicyKind::mass;
+  config.factor = 3;
+  config.mass_threshold = soaheap::MassThreshold{40, false};  // scaled by 3/4: 30 candidates
+  soaheap::DefragPolicy policy(config);
+  EXPECT_EQ(soaheap::DefragPolicy::scaled_mass_threshold(40, 3), 30);
+  EXPECT_TRUE(policy.maybe_defrag(heap, 1).empty()) << "no candidates yet";
+  // Delete every object of most blocks' worth: 60 % of the Atoms.
+  GraphSpec thinned = spec;
+  thinned.delete_percent = 60;
+  heap.launch(spec.size(), DeleteGraph{heap.view(), objects.data(), thinned});
+  const std::uint64_t candidates = heap.stats().of("Atom").candidate_blocks;
+  ASSERT_GE(candidates, 30u);
+  const std::vector<soaheap::DefragResult> results = policy.maybe_defrag(heap, 2);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].class_name, "Atom");
+  EXPECT_GT(results[0].blocks_freed, 0u);
+  EXPECT_TRUE(policy.maybe_defrag(heap, 3).empty()) << "candidates are below the threshold after the run";
+  heap.validate(soaheap::Validation::full);
+}
+
+TEST_P(DefragTest, PolicyNeedsItsParameter) {
+  soaheap::DefragConfig every;
+  every.policy = soaheap::DefragPolicyKind::every;
+  EXPECT_THROW(soaheap::DefragPolicy{every}, soaheap::config_error);
+  soaheap::DefragConfig mass;
+  mass.policy = soaheap::DefragPolicyKind::mass;
+  EXPECT_THROW(soaheap::DefragPolicy{mass}, soaheap::config_error);
+  // A per-class n that does not fit the class is reported when the policy meets the heap.
+  DefragHeap heap(heap_options(1000));
+  soaheap::DefragConfig bad;
+  bad.policy = soaheap::DefragPolicyKind::every;
+  bad.every = 1;
+  bad.classes["Molecule"].factor = 25;  // capacity 25
+  soaheap::DefragPolicy policy(bad);
+  EXPECT_THROW(policy.maybe_defrag(heap, 1), soaheap::config_error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, DefragTest,
+                         ::testing::Combine(::testing::Values(soaheap::Backend::host),
+                                            ::testing::Values(soaheap::RewriteStrategy::forwarding_pointers,
+                                                              soaheap::RewriteStrategy::records)),
+                         defrag_parameter_name);
+
+}  // namespace soaheap_test

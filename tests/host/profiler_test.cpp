@@ -1,0 +1,125 @@
+// soaheap::Profiler writes the format of tools/profile/FORMAT.md: a profile recorded from a real
+// host heap is read back by the strict reader (soaheap-profile summary --json).
+
+#include "tests/common/test_classes.cuh"
+
+#include <soaheap/core/profiler.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#ifndef SOAHEAP_SOURCE_DIR
+#define SOAHEAP_SOURCE_DIR "."
+#endif
+
+namespace soaheap_test {
+namespace {
+
+std::string run_command(const std::string& command, int& status) {
+  std::string output;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    status = -1;
+    return output;
+  }
+  char buffer[4096];
+  while (fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  status = pclose(pipe);
+  return output;
+}
+
+std::vector<nlohmann::json> read_lines(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+class ProfilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("soaheap_profiler_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl"))
+                .string();
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+  std::string path_;
+};
+
+TEST_F(ProfilerTest, RoundTripThroughTheReader) {
+  soaheap::HeapOptions options;
+  options.objects = 64 * 64;
+  options.backend = soaheap::Backend::host;
+  options.host_threads = 2;
+  TestHeap heap(options);
+  std::vector<Small*> objects;
+  {
+    soaheap::Profiler profiler(path_, "profiler_test", 1);
+    profiler.attach(heap, {{"defrag_factor", 1}});
+    profiler.sample(heap, 0);
+    for (int i = 0; i < 640; ++i) objects.push_back(new (heap) Small(i, i));
+    profiler.sample(heap, 1);
+    for (std::size_t i = 0; i < objects.size(); i += 3) soaheap::destroy(heap, objects[i]);
+    profiler.sample(heap, 2);
+    const soaheap::DefragResult result = heap.defrag<Small>();
+    profiler.record_defrag(2, result);
+    profiler.sample(heap, 3);
+    profiler.finish(3, profiler.elapsed_s(), result.times.total_ms() / 1000.0);
+  }
+  const std::vector<nlohmann::json> lines = read_lines(path_);
+  ASSERT_EQ(lines.size(), 1u + 4u + 1u + 1u);
+  EXPECT_EQ(lines[0]["format"], "soaheap-profile");
+  EXPECT_EQ(lines[0]["version"], 1);
+  EXPECT_EQ(lines[0]["classes"].size(), static_cast<std::size_t>(TestHeap::kClassCount));
+  const nlohmann::json& small = lines[2]["classes"]["Small"];
+  EXPECT_EQ(small["used_slots"], 640);
+  EXPECT_EQ(small["allocated_slots"].get<std::uint64_t>(),
+            small["allocated_blocks"].get<std::uint64_t>() * TestHeap::capacity<Small>);
+  EXPECT_FALSE(lines[0]["classes"][0]["abstract"].is_null());
+  EXPECT_EQ(lines[4]["type"], "defrag");
+  EXPECT_EQ(lines[5]["type"], "sample");
+  EXPECT_EQ(lines[6]["type"], "end");
+
+  int status = 0;
+  const std::string output = run_command(std::string("/usr/bin/python3 ") + SOAHEAP_SOURCE_DIR +
+                                             "/tools/profile/soaheap-profile summary '" + path_ + "' --json 2>&1",
+                                         status);
+  ASSERT_EQ(status, 0) << output;
+  const nlohmann::json summary = nlohmann::json::parse(output);
+  const std::string text = summary.dump();
+  EXPECT_NE(text.find("Small"), std::string::npos) << text;
+  EXPECT_NE(text.find("profiler_test"), std::string::npos) << text;
+}
+
+TEST_F(ProfilerTest, SamplingIntervalSkipsIterations) {
+  soaheap::HeapOptions options;
+  options.objects = 64 * 4;
+  options.backend = soaheap::Backend::host;
+  options.host_threads = 1;
+  TestHeap heap(options);
+  soaheap::Profiler profiler(path_, "interval", 3);
+  profiler.attach(heap);
+  for (long long i = 0; i < 10; ++i) profiler.sample(heap, i);
+  profiler.finish(10, 0.5, 0.0);
+  const std::vector<nlohmann::json> lines = read_lines(path_);
+  ASSERT_EQ(lines.size(), 1u + 4u + 1u);  // samples at 0, 3, 6, 9
+  EXPECT_EQ(lines[4]["iteration"], 9);
+}
+
+TEST_F(ProfilerTest, RejectsMisuse) {
+  EXPECT_THROW(soaheap::Profiler(path_, "bad", 0), soaheap::invalid_argument);
+  soaheap::Profiler profiler(path_, "unattached");
+  EXPECT_THROW(profiler.finish(1, 1.0, 0.0), soaheap::usage_error);
+  EXPECT_THROW(soaheap::Profiler("/nonexistent-dir/x.jsonl", "bad"), soaheap::error);
+}
+
+}  // namespace
+}  // namespace soaheap_test
