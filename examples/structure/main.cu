@@ -217,19 +217,33 @@ SOAHEAP_HD void NodeBase::reset_reached(const ViewType&) {
   soaheap::detail::atomic_store(reached_address(), anchor ? 1 : 0);
 }
 
+/// Marks the neighbours of a reached node. A thread that newly marks a node goes on from it
+/// depth-first (up to kPropagationStack pending nodes), so one pass usually covers long paths and
+/// the host loop needs few passes; the reached set does not depend on how passes interleave.
+constexpr int kPropagationStack = 32;
+
 template <class ViewType>
 SOAHEAP_HD void NodeBase::propagate(const ViewType&, std::uint64_t* changed) {
   if (soaheap::detail::atomic_load(reached_address()) == 0) return;
-  NodeBase* self = this;
-  for (int s = 0; s < kMaxSprings; ++s) {
-    Spring* spring = springs[s];
-    if (spring == nullptr) continue;
-    NodeBase* other = static_cast<NodeBase*>(spring->a) == self ? static_cast<NodeBase*>(spring->b)
-                                                                 : static_cast<NodeBase*>(spring->a);
-    std::uint64_t* mark = other->reached_address();
-    if (soaheap::detail::atomic_load(mark) == 0 && soaheap::detail::atomic_cas(mark, 0, 1) == 0)
-      soaheap::detail::atomic_fetch_add(changed, 1);
+  NodeBase* pending[kPropagationStack];
+  int depth = 0;
+  pending[depth++] = this;
+  std::uint64_t newly_reached = 0;
+  while (depth > 0) {
+    NodeBase* node = pending[--depth];
+    for (int s = 0; s < kMaxSprings; ++s) {
+      Spring* spring = node->springs[s];
+      if (spring == nullptr) continue;
+      NodeBase* other = static_cast<NodeBase*>(spring->a) == node ? static_cast<NodeBase*>(spring->b)
+                                                                   : static_cast<NodeBase*>(spring->a);
+      std::uint64_t* mark = other->reached_address();
+      if (soaheap::detail::atomic_load(mark) == 0 && soaheap::detail::atomic_cas(mark, 0, 1) == 0) {
+        ++newly_reached;
+        if (depth < kPropagationStack) pending[depth++] = other;
+      }
+    }
   }
+  if (newly_reached != 0) soaheap::detail::atomic_fetch_add(changed, newly_reached);
 }
 
 template <class ViewType>

@@ -198,19 +198,33 @@ struct ResetReached {
   }
 };
 
+/// As in examples/structure: a thread that newly marks a node goes on from it depth-first.
+constexpr int kPropagationStack = 32;
+
 struct Propagate {
   Nodes n;
   Springs s;
   std::uint64_t* changed;
   SOAHEAP_HD void operator()(std::uint64_t i) const {
     if (!n.active[i] || soaheap::detail::atomic_load(&n.reached[i]) == 0) return;
-    for (int slot = 0; slot < kMaxSprings; ++slot) {
-      const std::int32_t k = n.springs[i * kMaxSprings + slot];
-      if (k == kNone) continue;
-      const std::uint32_t other = s.a[k] == i ? s.b[k] : s.a[k];
-      if (soaheap::detail::atomic_load(&n.reached[other]) == 0 && soaheap::detail::atomic_cas(&n.reached[other], 0, 1) == 0)
-        soaheap::detail::atomic_fetch_add(changed, 1);
+    std::uint32_t pending[kPropagationStack];
+    int depth = 0;
+    pending[depth++] = static_cast<std::uint32_t>(i);
+    std::uint64_t newly_reached = 0;
+    while (depth > 0) {
+      const std::uint32_t node = pending[--depth];
+      for (int slot = 0; slot < kMaxSprings; ++slot) {
+        const std::int32_t k = n.springs[std::uint64_t{node} * kMaxSprings + slot];
+        if (k == kNone) continue;
+        const std::uint32_t other = s.a[k] == node ? s.b[k] : s.a[k];
+        if (soaheap::detail::atomic_load(&n.reached[other]) == 0 &&
+            soaheap::detail::atomic_cas(&n.reached[other], 0, 1) == 0) {
+          ++newly_reached;
+          if (depth < kPropagationStack) pending[depth++] = other;
+        }
+      }
     }
+    if (newly_reached != 0) soaheap::detail::atomic_fetch_add(changed, newly_reached);
   }
 };
 

@@ -84,8 +84,17 @@ struct RewritePointersKernel {
   }
 
  private:
+  /// Nothing writes the candidate bitmap while this kernel runs, so it is read through the
+  /// read-only cache instead of with the atomic (L1-bypassing) loads the allocator needs.
   SOAHEAP_HD bool is_source(std::uint64_t block) const {
-    return block < plan.first_target && view.defrag_candidates(kMovedClass).get(block);
+    if (block >= plan.first_target) return false;
+    const std::uint64_t* word = view.defrag_candidates(kMovedClass).words() + block / 64;
+#if SOAHEAP_DEVICE_CODE
+    const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
+#else
+    const std::uint64_t bits = *word;
+#endif
+    return ((bits >> (block % 64)) & 1u) != 0;
   }
 
   template <int... Fields>
