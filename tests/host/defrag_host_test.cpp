@@ -1,4 +1,4 @@
-// The defragmentation suite on the host backend (both rewrite strategies), plus host-only checks.
+// The defragmentation suite on the host backend (both compaction and both rewrite strategies), plus host-only checks.
 #include "tests/common/defrag_suite.inc"
 
 #include <soaheap/defrag/policy.hpp>
@@ -122,10 +122,6 @@ TEST_P(DefragTest, PolicyNeedsItsParameter) {
   EXPECT_THROW(policy.maybe_defrag(heap, 1), soaheap::config_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Host, DefragTest,
-                         ::testing::Combine(::testing::Values(soaheap::Backend::host),
-                                            ::testing::Values(soaheap::RewriteStrategy::forwarding_pointers,
-                                                              soaheap::RewriteStrategy::records)),
-                         defrag_parameter_name);
+INSTANTIATE_TEST_SUITE_P(Host, DefragTest, defrag_parameters(soaheap::Backend::host), defrag_parameter_name);
 
 }  // namespace soaheap_test
