@@ -104,6 +104,7 @@ struct CompactionPlan {
   PlanFlow* offsets;           ///< [M] exclusive prefix sums of flows
   std::uint64_t* frozen;       ///< [M] allocation bitmap of each member before anything moved
   std::uint32_t* class_blocks; ///< [M] allocated blocks of the class, in no particular order
+  std::uint64_t* donor_bits;   ///< [ceil(M/64)] bit per block that gives objects away (zero before the roles)
   int class_index = 0;
   int capacity = 1;
   bool minimum = false;        ///< members: every block with a free slot (else: the candidates)
@@ -241,10 +242,12 @@ struct PlanRolesKernel {
         }
         if (position < counts.sources) {
           flow.give = fill;
+          mark_donor(block);
         } else if (position == counts.sources) {
           const std::uint64_t keep = counts.remainder_keep;
           if (fill > keep) {
             flow.give = fill - keep;
+            mark_donor(block);
           } else {
             flow.receive = keep - fill;
           }
@@ -254,6 +257,9 @@ struct PlanRolesKernel {
       }
     }
     plan.flows[block] = flow;
+  }
+  SOAHEAP_HD void mark_donor(std::uint64_t block) const {
+    atomic_fetch_or(&plan.donor_bits[block / 64], std::uint64_t{1} << (block % 64));
   }
 };
 
@@ -298,7 +304,7 @@ struct PlanRelocation {
   SOAHEAP_HD bool holder_block_moved_away(std::uint64_t) const { return false; }
   SOAHEAP_HD std::uint64_t relocate(std::uint64_t pointer) const {
     const std::uint64_t block = plan.view.block_of(pointer);
-    if (plan.flows[block].give == 0) return pointer;
+    if (!is_donor(block)) return pointer;
     const int slot = slot_of(pointer);
     if (((plan.view.headers[block].allocation >> slot) & 1u) != 0) return pointer;  // stayed
     if constexpr (Field >= 0) {
@@ -306,6 +312,19 @@ struct PlanRelocation {
     } else {
       return plan.recomputed_destination(block, slot);
     }
+  }
+
+ private:
+  /// A bit per block (M/8 bytes, cache-resident) rejects most pointers before any other load;
+  /// nothing writes it during the rewrite, so it goes through the read-only cache.
+  SOAHEAP_HD bool is_donor(std::uint64_t block) const {
+    const std::uint64_t* word = plan.donor_bits + block / 64;
+#if SOAHEAP_DEVICE_CODE
+    const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
+#else
+    const std::uint64_t bits = *word;
+#endif
+    return ((bits >> (block % 64)) & 1u) != 0;
   }
 };
 

@@ -31,6 +31,7 @@ struct PlanScratch {
   Memory flows;        ///< PlanFlow[M]
   Memory offsets;      ///< PlanFlow[M]
   Memory frozen;       ///< u64[M]
+  Memory donor_bits;   ///< u64[ceil(M/64)]
   Memory lists;        ///< u32[classes][M]: allocated blocks per class
   Memory counts;       ///< PlanCounts[classes], then u64[classes] holder list counts
   Memory scan_temp;    ///< CUB temporary storage of the scan
@@ -48,6 +49,7 @@ struct PlanScratch {
     flows = Memory(backend, blocks * sizeof(PlanFlow));
     offsets = Memory(backend, blocks * sizeof(PlanFlow));
     frozen = Memory(backend, blocks * sizeof(std::uint64_t));
+    donor_bits = Memory(backend, donor_words(blocks) * sizeof(std::uint64_t));
     lists = Memory(backend, static_cast<std::uint64_t>(classes) * blocks * sizeof(std::uint32_t));
     counts = Memory(backend, static_cast<std::uint64_t>(classes) * (sizeof(PlanCounts) + sizeof(std::uint64_t)));
     host_counts.assign(static_cast<std::size_t>(classes), PlanCounts{});
@@ -55,6 +57,7 @@ struct PlanScratch {
     class_count = classes;
   }
 
+  static std::uint64_t donor_words(std::uint64_t blocks) { return (blocks + 63) / 64; }
   PlanCounts* class_counts(int class_index) const { return counts.as<PlanCounts>() + class_index; }
   std::uint64_t* holder_count(int class_index) const {
     return reinterpret_cast<std::uint64_t*>(counts.as<PlanCounts>() + class_count) + class_index;
@@ -110,6 +113,7 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
   plan.offsets = scratch.offsets.template as<PlanFlow>();
   plan.frozen = scratch.frozen.template as<std::uint64_t>();
   plan.class_blocks = scratch.class_list(kClass);
+  plan.donor_bits = scratch.donor_bits.template as<std::uint64_t>();
   plan.class_index = kClass;
   plan.capacity = HeapType::template capacity<C>;
   plan.minimum = options.target == DefragTarget::minimum;
@@ -120,6 +124,7 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
   scratch.timers[kPlanPhaseScan].start(executor);
   executor.launch(blocks, PlanSurveyKernel<View>{plan});
   executor.launch(1, PlanDecisionKernel<View>{plan});
+  executor.launch(PlanScratch::donor_words(blocks), ZeroWordsKernel{plan.donor_bits});
   executor.launch(blocks, PlanRolesKernel<View>{plan});
   scratch.scan_flows(executor);
   scratch.timers[kPlanPhaseScan].stop(executor);
