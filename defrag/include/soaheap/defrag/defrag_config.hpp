@@ -49,6 +49,7 @@ enum class DefragPolicyKind {
   manual,  ///< only when the program calls heap.defrag<T>() itself
   every,   ///< every m iterations (DefragConfig::every)
   mass,    ///< once at least k2 candidates exist (DefragConfig::mass_threshold)
+  automatic,  ///< "auto": when the memory it frees is worth its measured cost, within DefragConfig::auto_budget
 };
 
 /// @brief Per-class overrides; an empty optional falls back to the global
@@ -93,6 +94,7 @@ struct DefragConfig {
   long long min_compactions = 1;                       ///< fewest source blocks that make a pass worth running
   MassThreshold mass_threshold{};                      ///< k2, required when policy == mass
   long long every = 0;                                 ///< m, required (> 0) when policy == every
+  double auto_budget = 0.02;                           ///< policy auto: most share of the runtime spent defragmenting
   std::map<std::string, DefragClassSettings> classes;  ///< per-class overrides by class name
 
   /// @brief n for @p class_name: its override, else the global factor.
@@ -155,6 +157,7 @@ inline constexpr const char retained_candidates[] = "SOAHEAP_DEFRAG_RETAINED";
 inline constexpr const char min_compactions[] = "SOAHEAP_DEFRAG_MIN_COMPACTIONS";
 inline constexpr const char every[] = "SOAHEAP_DEFRAG_EVERY";
 inline constexpr const char mass_threshold[] = "SOAHEAP_DEFRAG_MASS_THRESHOLD";
+inline constexpr const char auto_budget[] = "SOAHEAP_DEFRAG_AUTO_BUDGET";
 /// Per-class variables are these prefixes followed by the class name in upper
 /// case, with every character other than A-Z and 0-9 replaced by '_'.
 inline constexpr const char class_factor_prefix[] = "SOAHEAP_DEFRAG_FACTOR_";
@@ -300,6 +303,7 @@ inline constexpr std::string_view retained_candidates_key = "retained_candidates
 inline constexpr std::string_view min_compactions_key = "min_compactions";
 inline constexpr std::string_view every_key = "every";
 inline constexpr std::string_view mass_threshold_key = "mass_threshold";
+inline constexpr std::string_view auto_budget_key = "auto_budget";
 inline constexpr std::string_view classes_key = "classes";
 
 inline const std::vector<std::string_view>& top_level_keys() {
@@ -308,7 +312,8 @@ inline const std::vector<std::string_view>& top_level_keys() {
 }
 inline const std::vector<std::string_view>& defrag_table_keys() {
   static const std::vector<std::string_view> keys{
-      policy_key, factor_key, retained_candidates_key, min_compactions_key, every_key, mass_threshold_key, classes_key};
+      policy_key,         factor_key,      retained_candidates_key, min_compactions_key, every_key,
+      mass_threshold_key, auto_budget_key, classes_key};
   return keys;
 }
 inline const std::vector<std::string_view>& class_table_keys() {
@@ -373,13 +378,28 @@ inline const ClassInfo* find_class(const std::vector<ClassInfo>& classes, const 
 }
 
 inline std::optional<DefragPolicyKind> policy_from_name(std::string_view name) {
-  for (const DefragPolicyKind kind : {DefragPolicyKind::manual, DefragPolicyKind::every, DefragPolicyKind::mass}) {
+  for (const DefragPolicyKind kind :
+       {DefragPolicyKind::manual, DefragPolicyKind::every, DefragPolicyKind::mass, DefragPolicyKind::automatic}) {
     if (name == to_string(kind)) return kind;
   }
   return std::nullopt;
 }
 
-inline std::string policy_problem() { return "expected one of \"manual\", \"every\", \"mass\""; }
+inline std::string policy_problem() { return "expected one of \"manual\", \"every\", \"mass\", \"auto\""; }
+
+/// The auto policy's budget: a share of the runtime, written "P%" (0 < P <= 100) or as a fraction
+/// 0 < f <= 1.
+inline text_reading<double> auto_budget_from_text(std::string_view text) {
+  const bool percent = !text.empty() && text.back() == '%';
+  const std::string number(percent ? text.substr(0, text.size() - 1) : text);
+  char* end = nullptr;
+  const double value = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size())
+    return {std::nullopt, "expected a share of the runtime like \"2%\" or 0.02"};
+  const double share = percent ? value / 100.0 : value;
+  if (!(share > 0.0 && share <= 1.0)) return {std::nullopt, "the share must be above 0 and at most 100 % (1.0)"};
+  return {share, {}};
+}
 
 inline std::string show_mass_threshold(const MassThreshold& threshold) {
   return threshold.is_percent ? format_decimal(threshold.value) + "%" : format_count(threshold.value);
@@ -549,6 +569,16 @@ class document_reader {
                         std::string(kind_in_words(value.type)));
   }
 
+  double read_auto_budget(const config_member& member, const std::string& path) const {
+    const config_node& value = member.value;
+    const bool number = value.type == config_node::kind::floating_point || value.type == config_node::kind::integer;
+    if (!number && value.type != config_node::kind::string)
+      throw_bad_value(value_site(member, path), describe_value(value), "expected a share like 0.02 or \"2%\"");
+    const text_reading<double> budget = auto_budget_from_text(value.text);
+    if (!budget.value) throw_bad_value(value_site(member, path), describe_value(value), budget.problem);
+    return *budget.value;
+  }
+
   void read_defrag_table(const config_member& defrag) {
     const std::string defrag_path = append_key({}, defrag.key);
     require_table(defrag, defrag_path, "defragmentation settings");
@@ -567,6 +597,8 @@ class document_reader {
         config_.every = read_integer(member, path, every_range);
       } else if (member.key == mass_threshold_key) {
         config_.mass_threshold = read_mass_threshold(member, path);
+      } else if (member.key == auto_budget_key) {
+        config_.auto_budget = read_auto_budget(member, path);
       } else if (member.key == classes_key) {
         read_classes_table(member, path);
       } else {
@@ -660,6 +692,14 @@ class environment_reader {
     return policy;
   }
 
+  std::optional<double> auto_budget(const std::string& name) const {
+    const std::optional<std::string> value = text(name);
+    if (!value) return std::nullopt;
+    const text_reading<double> reading = auto_budget_from_text(*value);
+    if (!reading.value) fail(name, *value, reading.problem);
+    return reading.value;
+  }
+
   std::optional<MassThreshold> mass_threshold(const std::string& name) const {
     const std::optional<std::string> value = text(name);
     if (!value) return std::nullopt;
@@ -700,12 +740,13 @@ inline void reject_ambiguous_class_variable(const environment_reader& environmen
 
 [[noreturn]] inline void throw_bad_policy_spec(std::string_view spec, std::string_view problem) {
   throw config_error("invalid defrag policy spec " + in_quotes(spec) + ": " + std::string(problem) +
-                         "; valid forms: \"none\", \"every:M\", \"mass:K2\", \"mass:P%\"",
+                         "; valid forms: \"none\", \"every:M\", \"mass:K2\", \"mass:P%\", \"auto\", \"auto:P%\"",
                      "policy spec");
 }
 
 inline bool is_known_policy(DefragPolicyKind policy) {
-  return policy == DefragPolicyKind::manual || policy == DefragPolicyKind::every || policy == DefragPolicyKind::mass;
+  return policy == DefragPolicyKind::manual || policy == DefragPolicyKind::every || policy == DefragPolicyKind::mass ||
+         policy == DefragPolicyKind::automatic;
 }
 
 }  // namespace detail
@@ -718,6 +759,7 @@ inline std::string_view to_string(DefragPolicyKind policy) {
     case DefragPolicyKind::manual: return "manual";
     case DefragPolicyKind::every: return "every";
     case DefragPolicyKind::mass: return "mass";
+    case DefragPolicyKind::automatic: return "auto";
   }
   return "invalid";
 }
@@ -751,6 +793,14 @@ inline void apply_policy_spec(DefragConfig& config, std::string_view spec) {
       detail::throw_bad_policy_spec(spec, "threshold " + detail::in_quotes(*argument) + ": " + threshold.problem);
     config.policy = DefragPolicyKind::mass;
     config.mass_threshold = *threshold.value;
+  } else if (name == "auto") {
+    if (argument) {
+      const detail::text_reading<double> budget = detail::auto_budget_from_text(*argument);
+      if (!budget.value)
+        detail::throw_bad_policy_spec(spec, "budget " + detail::in_quotes(*argument) + ": " + budget.problem);
+      config.auto_budget = *budget.value;
+    }
+    config.policy = DefragPolicyKind::automatic;
   } else {
     detail::throw_bad_policy_spec(spec, "unknown policy " + detail::in_quotes(name));
   }
@@ -777,6 +827,7 @@ inline void apply_defrag_env_overrides(DefragConfig& config, const std::vector<C
   }
   if (auto every = environment.integer(defrag_env::every, detail::every_range)) config.every = *every;
   if (auto threshold = environment.mass_threshold(defrag_env::mass_threshold)) config.mass_threshold = *threshold;
+  if (auto budget = environment.auto_budget(defrag_env::auto_budget)) config.auto_budget = *budget;
 
   for (const char* prefix : {defrag_env::class_factor_prefix, defrag_env::class_retained_candidates_prefix,
                              defrag_env::class_min_compactions_prefix}) {
@@ -830,6 +881,10 @@ inline void validate(const DefragConfig& config, const std::vector<ClassInfo>& c
     throw_bad_value({{}, key(mass_threshold_key)}, show_mass_threshold(config.mass_threshold), problem);
   }
 
+  if (!(config.auto_budget > 0.0 && config.auto_budget <= 1.0)) {
+    throw_bad_value({{}, key(auto_budget_key)}, std::to_string(config.auto_budget),
+                    "the share must be above 0 and at most 1 (100 %)");
+  }
   if (config.policy == DefragPolicyKind::every && config.every <= 0) {
     throw_bad_value({{}, key(every_key)}, std::to_string(config.every),
                     "policy \"every\" needs an interval of at least 1 iteration (set " + key(every_key) + " or " +
