@@ -5,7 +5,7 @@
 //
 //   defrag_bench [--backend cuda|host] [--objects N] [--delete-percent 60] [--factors 1,2,3,4,5]
 //                [--compaction both|plan|passes] [--strategy both|forwarding|records]
-//                [--target bound|minimum] [--mode table1|figure9] [--seed S]
+//                [--target bound|minimum] [--locality-window W] [--mode table1|figure9] [--seed S]
 //
 // Every (deletion, n) is run with each compaction strategy on a fresh heap (same seed, so the same
 // graph), one JSON line per run, then one "comparison" line that puts plan and passes side by side.
@@ -172,6 +172,7 @@ struct RunSettings {
   soaheap::RewriteStrategy strategy;
   soaheap::CompactionStrategy compaction;
   soaheap::DefragTarget target;
+  std::uint64_t locality_window;
   std::uint64_t seed;
   bool validate;
 };
@@ -199,6 +200,7 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   defrag.strategy = settings.strategy;
   defrag.compaction = settings.compaction;
   defrag.target = settings.target;
+  defrag.locality_window = settings.compaction == soaheap::CompactionStrategy::plan ? settings.locality_window : 0;
   const soaheap::DefragResult result = heap.defrag<BenchA>(defrag);
   if (settings.validate) heap.validate(soaheap::Validation::full);
 
@@ -214,6 +216,7 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   line["strategy"] = settings.strategy == soaheap::RewriteStrategy::records ? "records" : "forwarding_pointers";
   line["compaction"] = soaheap::to_string(settings.compaction);
   line["target"] = settings.target == soaheap::DefragTarget::minimum ? "minimum" : "bound";
+  line["locality_window"] = defrag.locality_window;
   line["live_a"] = live_a;
   line["live_b"] = live_b;
   line["passes"] = result.passes;
@@ -267,6 +270,7 @@ int main(int argc, char** argv) {
   std::string strategy_name = "both";
   std::string compaction_name = "both";
   std::string target_name = "bound";
+  std::uint64_t locality_window = 0;
   std::uint64_t objects = 0;
   double delete_percent = 60;
   std::vector<int> factors = {1, 2, 3, 4, 5};
@@ -287,6 +291,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"both", "plan", "passes"}));
   app.add_option("--target", target_name, "bound: the candidates (1/(n+1) guarantee); minimum: ceil(live/N) blocks (plan)")
       ->check(CLI::IsMember({"bound", "minimum"}));
+  app.add_option("--locality-window", locality_window,
+                 "plan: compact windows of W consecutive blocks on their own (0: the whole class)");
   app.add_option("--seed", seed, "seed of the random links and deletions");
   app.add_flag("--validate", validate, "run heap.validate(full) after each defragmentation (slow)");
   CLI11_PARSE(app, argc, argv);
@@ -328,7 +334,8 @@ int main(int argc, char** argv) {
           std::vector<nlohmann::json> lines;
           for (const soaheap::CompactionStrategy compaction : compactions) {
             nlohmann::json line = run_once(
-                RunSettings{backend, objects, percent, factor, strategy, compaction, target, seed, validate},
+                RunSettings{backend, objects, percent, factor, strategy, compaction, target, locality_window, seed,
+                            validate},
                 device_copy_gbs);
             line["mode"] = mode;
             std::cout << line.dump() << std::endl;

@@ -39,6 +39,10 @@ struct DefragOptions {
   RewriteStrategy strategy = RewriteStrategy::forwarding_pointers;
   CompactionStrategy compaction = CompactionStrategy::plan;
   DefragTarget target = DefragTarget::bound;
+  /// Locality (plan only): 0 compacts each class as a whole; W > 0 compacts each window of W
+  /// consecutive block ids (rounded up to a multiple of 64) on its own, so no object leaves its
+  /// window, at the price of up to one partly filled block per window instead of per class.
+  std::uint64_t locality_window = 0;
 };
 
 inline const char* to_string(CompactionStrategy compaction) {

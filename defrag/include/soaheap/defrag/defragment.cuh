@@ -210,6 +210,9 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
   if (options.target == DefragTarget::minimum && options.compaction != CompactionStrategy::plan)
     throw invalid_argument("soaheap: defrag of " + name + ": target=minimum needs compaction=plan (the passes "
                            "strategy only guarantees the 1/(n+1) bound)");
+  if (options.locality_window != 0 && options.compaction != CompactionStrategy::plan)
+    throw invalid_argument("soaheap: defrag of " + name + ": locality_window=" + std::to_string(options.locality_window) +
+                           " needs compaction=plan");
   if (options.factor != 0) {
     // Check every covered class before changing any, so a bad n leaves the heap as it was.
     View::template for_each_concrete_subclass<T>([&](auto tag) {

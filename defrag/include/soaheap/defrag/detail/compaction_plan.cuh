@@ -57,26 +57,33 @@ struct AddFlows {
 /// Counters of one compacted class, in the backend's memory; zeroed at the start of a run and read
 /// by the host once, at its end.
 struct PlanCounts {
-  static constexpr int kFillLevels = kSlotsPerBlock + 1;
   // Survey (before anything moves).
   std::uint64_t listed;              ///< allocated blocks of the class (and the length of its block list)
   std::uint64_t used_before;         ///< live objects of the class
   std::uint64_t candidates_before;   ///< blocks in defrag[C]
   std::uint64_t members;             ///< r: blocks the plan compacts
-  std::uint64_t member_objects;      ///< L: objects in them
-  std::uint64_t fill_histogram[kFillLevels];
-  // Decision.
+  // Decision, summed over windows.
   std::uint64_t sources;             ///< s: members emptied and freed
   std::uint64_t moved;               ///< objects moved
-  std::uint64_t split_fill;          ///< fill level of the member at fill-order position s
-  std::uint64_t split_first;         ///< fill-order position of the first member of that level
-  std::uint64_t split_ticket;        ///< ranks the members of the split level among themselves
-  std::uint64_t remainder_keep;      ///< R: objects the remainder member ends with
   std::uint64_t working_blocks;      ///< `listed` when the plan moves anything, else 0 (sizes later kernels)
   // After the run.
   std::uint64_t allocated_after;
   std::uint64_t used_after;
   std::uint64_t candidates_after;
+};
+
+/// The plan of one window of consecutive block ids (the whole heap unless locality is asked for):
+/// its members are compacted among themselves, so every object stays inside its window.
+struct WindowPlan {
+  static constexpr int kFillLevels = kSlotsPerBlock + 1;
+  std::uint64_t members;             ///< r
+  std::uint64_t member_objects;      ///< L
+  std::uint64_t fill_histogram[kFillLevels];
+  std::uint64_t sources;             ///< s: members emptied and freed
+  std::uint64_t split_fill;          ///< fill level of the member at fill-order position s
+  std::uint64_t split_first;         ///< fill-order position of the first member of that level
+  std::uint64_t split_ticket;        ///< ranks the members of the split level among themselves
+  std::uint64_t remainder_keep;      ///< R: objects the remainder member ends with
 };
 
 /// Index of the first field of C whose SOA element can hold a forwarding pointer in place (8-byte
@@ -100,6 +107,8 @@ template <class View>
 struct CompactionPlan {
   View view;
   PlanCounts* counts;
+  WindowPlan* windows;         ///< [ceil(M / window_blocks)], zero before the survey
+  std::uint64_t window_blocks = 1;  ///< blocks per window: M, or a multiple of 64 (a warp's blocks share one)
   PlanFlow* flows;             ///< [M] per block, written by PlanRolesKernel
   PlanFlow* offsets;           ///< [M] exclusive prefix sums of flows
   std::uint64_t* frozen;       ///< [M] allocation bitmap of each member before anything moved
@@ -112,6 +121,7 @@ struct CompactionPlan {
   long long min_sources = 1;   ///< nothing happens with fewer sources
 
   SOAHEAP_HD std::uint64_t full_mask() const { return low_bits(capacity); }
+  SOAHEAP_HD WindowPlan& window_of(std::uint64_t block) const { return windows[block / window_blocks]; }
 
   /// Fill level of @p block of the class if it is a member, else -1.
   SOAHEAP_HD int member_fill(std::uint64_t block, std::uint64_t allocation) const {
@@ -174,33 +184,36 @@ struct PlanSurveyKernel {
     const int fill = plan.member_fill(block, allocation);
     if (fill < 0) return;
     aggregated_fetch_add(&counts.members, 1);
-    aggregated_fetch_add(&counts.member_objects, static_cast<std::uint64_t>(fill));
-    atomic_fetch_add(&counts.fill_histogram[fill], 1);
+    WindowPlan& window = plan.window_of(block);
+    aggregated_fetch_add(&window.members, 1);
+    aggregated_fetch_add(&window.member_objects, static_cast<std::uint64_t>(fill));
+    atomic_fetch_add(&window.fill_histogram[fill], 1);
   }
 };
 
-/// Step 2, one thread: how many members to empty, and the split fill level (see the file comment).
+/// Step 2, one thread per window: how many members to empty, and the split fill level (see the
+/// file comment); k1 and the minimum sources apply per window.
 template <class View>
 struct PlanDecisionKernel {
   CompactionPlan<View> plan;
-  SOAHEAP_HD void operator()(std::uint64_t) const {
-    PlanCounts& counts = *plan.counts;
+  SOAHEAP_HD void operator()(std::uint64_t window_index) const {
+    WindowPlan& window = plan.windows[window_index];
     const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
-    const std::uint64_t members = counts.members;
-    const std::uint64_t objects = counts.member_objects;
+    const std::uint64_t members = window.members;
+    const std::uint64_t objects = window.member_objects;
     const std::uint64_t needed = (objects + capacity - 1) / capacity;  // K
     const std::uint64_t sources = members - needed;
-    counts.split_fill = PlanCounts::kFillLevels;  // no split level: every member is a source
+    window.split_fill = WindowPlan::kFillLevels;  // no split level: every member is a source
     if (static_cast<long long>(members) <= plan.retained || sources == 0 ||
         static_cast<long long>(sources) < plan.min_sources)
       return;
     std::uint64_t position = 0;
     std::uint64_t given = 0;
-    for (int fill = 0; fill < PlanCounts::kFillLevels; ++fill) {
-      const std::uint64_t level = counts.fill_histogram[fill];
+    for (int fill = 0; fill < WindowPlan::kFillLevels; ++fill) {
+      const std::uint64_t level = window.fill_histogram[fill];
       if (position + level > sources) {
-        counts.split_fill = static_cast<std::uint64_t>(fill);
-        counts.split_first = position;
+        window.split_fill = static_cast<std::uint64_t>(fill);
+        window.split_first = position;
         given += (sources - position) * static_cast<std::uint64_t>(fill);
         break;
       }
@@ -208,12 +221,14 @@ struct PlanDecisionKernel {
       given += level * static_cast<std::uint64_t>(fill);
     }
     if (needed > 0) {
-      counts.remainder_keep = objects - (needed - 1) * capacity;
-      if (counts.split_fill > counts.remainder_keep) given += counts.split_fill - counts.remainder_keep;
+      window.remainder_keep = objects - (needed - 1) * capacity;
+      if (window.split_fill > window.remainder_keep) given += window.split_fill - window.remainder_keep;
     }
-    counts.sources = sources;
-    counts.moved = given;
-    counts.working_blocks = counts.listed;
+    window.sources = sources;
+    PlanCounts& counts = *plan.counts;
+    atomic_fetch_add(&counts.sources, sources);
+    atomic_fetch_add(&counts.moved, given);
+    atomic_store(&counts.working_blocks, atomic_load(&counts.listed));  // the same value from every window
   }
 };
 
@@ -224,35 +239,31 @@ struct PlanRolesKernel {
   CompactionPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t block) const {
     PlanFlow flow{0, 0};
-    PlanCounts& counts = *plan.counts;
-    if (counts.working_blocks != 0 && plan.view.allocated_blocks(plan.class_index).get(block)) {
+    if (plan.counts->working_blocks != 0 && plan.view.allocated_blocks(plan.class_index).get(block)) {
+      WindowPlan& window = plan.window_of(block);
       const std::uint64_t allocation = atomic_load(&plan.view.headers[block].allocation) & plan.full_mask();
       const int fill_level = plan.member_fill(block, allocation);
       if (fill_level >= 0) {
         plan.frozen[block] = allocation;
         const std::uint64_t fill = static_cast<std::uint64_t>(fill_level);
         const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
-        std::uint64_t position = 0;  // in fill order; only its relation to s matters
-        if (fill < counts.split_fill) {
-          position = 0;
-        } else if (fill > counts.split_fill) {
-          position = counts.sources + 1;
-        } else {
-          position = counts.split_first + atomic_fetch_add(&counts.split_ticket, 1);
-        }
-        if (position < counts.sources) {
-          flow.give = fill;
-          mark_donor(block);
-        } else if (position == counts.sources) {
-          const std::uint64_t keep = counts.remainder_keep;
-          if (fill > keep) {
-            flow.give = fill - keep;
-            mark_donor(block);
-          } else {
-            flow.receive = keep - fill;
+        if (window.sources != 0) {  // else this window moves nothing (others do)
+          std::uint64_t position = 0;  // in fill order; only its relation to s matters
+          if (fill > window.split_fill) {
+            position = window.sources + 1;
+          } else if (fill == window.split_fill) {
+            position = window.split_first + atomic_fetch_add(&window.split_ticket, 1);
           }
-        } else {
-          flow.receive = capacity - fill;
+          if (position < window.sources) {
+            flow.give = fill;
+          } else if (position == window.sources) {
+            const std::uint64_t keep = window.remainder_keep;
+            flow.give = fill > keep ? fill - keep : 0;
+            flow.receive = fill > keep ? 0 : keep - fill;
+          } else {
+            flow.receive = capacity - fill;
+          }
+          if (flow.give != 0) mark_donor(block);
         }
       }
     }

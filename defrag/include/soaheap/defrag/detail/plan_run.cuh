@@ -34,6 +34,7 @@ struct PlanScratch {
   Memory donor_bits;   ///< u64[ceil(M/64)]
   Memory lists;        ///< u32[classes][M]: allocated blocks per class
   Memory counts;       ///< PlanCounts[classes], then u64[classes] holder list counts
+  Memory windows;      ///< WindowPlan[ceil(M / window)], for the smallest window asked for so far
   Memory scan_temp;    ///< CUB temporary storage of the scan
   std::vector<PlanCounts> host_counts;
   OperationTimer timers[kPlanPhaseCount];
@@ -58,6 +59,19 @@ struct PlanScratch {
   }
 
   static std::uint64_t donor_words(std::uint64_t blocks) { return (blocks + 63) / 64; }
+
+  /// Blocks per window for @p locality_window (0: all of them), and room for that many windows.
+  std::uint64_t prepare_windows(Backend backend, std::uint64_t locality_window) {
+    std::uint64_t window_blocks = block_count;
+    if (locality_window != 0 && locality_window < block_count)
+      window_blocks = (locality_window + kSlotsPerBlock - 1) / kSlotsPerBlock * kSlotsPerBlock;
+    const std::uint64_t bytes = window_count(window_blocks) * sizeof(WindowPlan);
+    if (windows.bytes() < bytes) windows = Memory(backend, bytes);
+    return window_blocks;
+  }
+  std::uint64_t window_count(std::uint64_t window_blocks) const {
+    return (block_count + window_blocks - 1) / window_blocks;
+  }
   PlanCounts* class_counts(int class_index) const { return counts.as<PlanCounts>() + class_index; }
   std::uint64_t* holder_count(int class_index) const {
     return reinterpret_cast<std::uint64_t*>(counts.as<PlanCounts>() + class_count) + class_index;
@@ -114,6 +128,9 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
   plan.frozen = scratch.frozen.template as<std::uint64_t>();
   plan.class_blocks = scratch.class_list(kClass);
   plan.donor_bits = scratch.donor_bits.template as<std::uint64_t>();
+  plan.window_blocks = scratch.prepare_windows(heap.backend(), options.locality_window);
+  plan.windows = scratch.windows.template as<WindowPlan>();
+  const std::uint64_t window_count = scratch.window_count(plan.window_blocks);
   plan.class_index = kClass;
   plan.capacity = HeapType::template capacity<C>;
   plan.minimum = options.target == DefragTarget::minimum;
@@ -122,8 +139,10 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
   std::uint64_t* working = &plan.counts->working_blocks;
 
   scratch.timers[kPlanPhaseScan].start(executor);
+  executor.launch(window_count * sizeof(WindowPlan) / sizeof(std::uint64_t),
+                  ZeroWordsKernel{reinterpret_cast<std::uint64_t*>(plan.windows)});
   executor.launch(blocks, PlanSurveyKernel<View>{plan});
-  executor.launch(1, PlanDecisionKernel<View>{plan});
+  executor.launch(window_count, PlanDecisionKernel<View>{plan});
   executor.launch(PlanScratch::donor_words(blocks), ZeroWordsKernel{plan.donor_bits});
   executor.launch(blocks, PlanRolesKernel<View>{plan});
   scratch.scan_flows(executor);
