@@ -165,6 +165,7 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
         // Listed after the decision: nothing is listed (and scanned) when nothing moved.
         ids = scratch.class_list(kHolder);
         count = scratch.holder_count(kHolder);
+        executor.launch(1, ZeroWordsKernel{scratch.holder_count(kHolder)});  // an earlier class may have listed it
         executor.launch(blocks, ListClassBlocksKernel<View>{plan.view, kHolder, scratch.class_list(kHolder),
                                                                       scratch.holder_count(kHolder), working});
       }
