@@ -82,14 +82,8 @@ struct Network {
   }
 };
 
-SOAHEAP_HD inline void atomic_max(std::uint64_t* address, std::uint64_t value) {
-  std::uint64_t current = soaheap::detail::atomic_load(address);
-  while (current < value) {
-    const std::uint64_t found = soaheap::detail::atomic_cas(address, current, value);
-    if (found == current) return;
-    current = found;
-  }
-}
+/// Reservations: one native 64-bit atomic max (not a CAS loop), so requests contend only in hardware.
+using soaheap::detail::atomic_max;
 
 /// The same rules, sequentially, on plain arrays indexed by cell.
 class Reference {
