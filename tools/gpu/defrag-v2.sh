@@ -18,10 +18,10 @@ status=0
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   echo "### defrag_cuda_test"
   timeout 300 "$bin/defrag_cuda_test" --gtest_brief=1 || status=1
-  echo "### compute-sanitizer --tool memcheck defrag_cuda_test (random graphs and the plan's own tests)"
+  echo "### compute-sanitizer --tool memcheck defrag_cuda_test, the plan strategy's cases"
   SOAHEAP_LOG_LEVEL=warn timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 \
     "$bin/defrag_cuda_test" --gtest_brief=1 \
-    --gtest_filter='*LargeFactors*:*AtMostOnce*:*MinimumTarget*:*Locality*:*TinyObjects*:*Retained*' || status=1
+    --gtest_filter='*/cuda_plan_*' || status=1
 } >"$tests" 2>&1
 {
   SOAHEAP_LOG_LEVEL=warn timeout 150 "$bin/defrag_bench" --backend cuda --mode table1 --delete-percent 60 \
