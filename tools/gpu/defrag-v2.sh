@@ -19,12 +19,12 @@ status=0
   echo "### defrag_cuda_test"
   timeout 45 "$bin/defrag_cuda_test" --gtest_brief=1 || status=1
   echo "### compute-sanitizer --tool memcheck defrag_cuda_test, the plan strategy's cases"
-  SOAHEAP_LOG_LEVEL=warn timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 \
+  SOAHEAP_LOG_LEVEL=warn timeout 75 compute-sanitizer --tool memcheck --error-exitcode 3 \
     "$bin/defrag_cuda_test" --gtest_brief=1 \
     --gtest_filter='*/cuda_plan_forwarding:*TinyObjects*/cuda_plan_records' || status=1
 } >"$tests" 2>&1
 {
-  SOAHEAP_LOG_LEVEL=warn timeout 35 "$bin/defrag_bench" --backend cuda --mode table1 --delete-percent 60 \
+  SOAHEAP_LOG_LEVEL=warn timeout 55 "$bin/defrag_bench" --backend cuda --mode table1 --delete-percent 60 \
     --factors 1,2,3,4,5 --strategy forwarding --compaction both || status=1
   SOAHEAP_LOG_LEVEL=warn timeout 10 "$bin/defrag_bench" --backend cuda --mode table1 --delete-percent 60 \
     --factors 1 --strategy forwarding --compaction plan --target minimum || status=1
