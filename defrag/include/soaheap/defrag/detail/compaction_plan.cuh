@@ -28,6 +28,10 @@
 /// allocation bits, so the rewrite scan sees only objects that stayed and the moved ones at their
 /// new place. Classes without such a field, and RewriteStrategy::records, recompute the destination
 /// of a pointer from the scans instead.
+///
+/// Locality windows (DefragOptions::locality_window): each window of consecutive block ids gets its
+/// own histogram and decision. Gives and receives balance inside every window, so the same global
+/// scans map each window's given objects onto its own receiving slots: nothing leaves its window.
 
 #include <soaheap/core/detail/kernels.cuh>
 #include <soaheap/core/heap_view.cuh>
