@@ -14,8 +14,10 @@
 ///            candidates, hence the scaling);
 ///  - auto:   pays for itself. It keeps the runtime since its first call and the time its own work
 ///            took (statistics and defragmentation, measured after waiting for the application's
-///            kernels, so only its own work counts). Only while that share stays below
-///            DefragConfig::auto_budget (default 2 %) does it look at the heap; it then compacts
+///            kernels, so only its own work counts). Only while that share, with the cost of a
+///            look and of the cheapest known run added, stays below DefragConfig::auto_budget
+///            (default 2 %) does it look at the heap (and, after looks that found nothing, only
+///            every 2, 4, ... up to kAutoMaxLookInterval iterations); it then compacts
 ///            each concrete class to its minimum block count (plan strategy, target minimum) when
 ///            that frees at least 1/kAutoMinimumGain of the class's blocks and the last measured cost
 ///            of doing it for that class still fits into what the budget allowed when the look
@@ -160,7 +162,27 @@ class DefragPolicy {
     double spent_ms = 0;
     double look_ms = 0;                        ///< what the last look at the statistics cost
     std::map<std::string, double> cost_ms;     ///< last measured cost of compacting each class
+    long long next_look = 0;                   ///< first iteration of the next look
+    long long look_interval = 1;               ///< grows while looks find nothing worth doing
   };
+  /// Most iterations between two looks that found nothing worth compacting.
+  static constexpr long long kAutoMaxLookInterval = 64;
+
+  /// The cheapest run the policy knows of (0 while some class has never run: it might be cheap).
+  template <class HeapType>
+  double cheapest_known_run_ms(const HeapType& heap) const {
+    double cheapest = -1;
+    bool unknown = false;
+    detail::for_each_concrete_class(heap, [&](auto tag) {
+      const auto known = auto_.cost_ms.find(detail::tag_type_t<decltype(tag)>::kName);
+      if (known == auto_.cost_ms.end()) {
+        unknown = true;
+      } else if (cheapest < 0 || known->second < cheapest) {
+        cheapest = known->second;
+      }
+    });
+    return unknown || cheapest < 0 ? 0.0 : cheapest;
+  }
 
   template <class HeapType>
   std::vector<DefragResult> maybe_defrag_automatically(HeapType& heap, long long iteration) {
@@ -172,7 +194,10 @@ class DefragPolicy {
     }
     const auto logger = detail::library_logger();
     const double budget_ms = config_.auto_budget * milliseconds_since(auto_.start);
-    if (auto_.spent_ms + auto_.look_ms > budget_ms) return results;  // not even a look fits
+    // Look only when the look and at least the cheapest known run fit, so that looks cannot eat the
+    // budget that runs need, and less often while looks keep finding nothing.
+    if (iteration < auto_.next_look || auto_.spent_ms + auto_.look_ms + cheapest_known_run_ms(heap) > budget_ms)
+      return results;
     // The application's kernels are its own time, not ours: wait for them before measuring.
     heap.synchronize();
     const Clock::time_point look_start = Clock::now();
@@ -217,6 +242,12 @@ class DefragPolicy {
                    iteration, name, results.back().blocks_freed, gain, cost,
                    100.0 * auto_.spent_ms / milliseconds_since(auto_.start), 100.0 * config_.auto_budget);
     });
+    if (results.empty()) {
+      auto_.look_interval = auto_.look_interval * 2 > kAutoMaxLookInterval ? kAutoMaxLookInterval : auto_.look_interval * 2;
+    } else {
+      auto_.look_interval = 1;
+    }
+    auto_.next_look = iteration + auto_.look_interval;
     return results;
   }
 
