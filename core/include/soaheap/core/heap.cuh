@@ -10,6 +10,7 @@
 #include <soaheap/core/heap_view.cuh>
 #include <soaheap/core/memory.cuh>
 #include <soaheap/core/stats.hpp>
+#include <soaheap/core/untyped_memory.cuh>
 #include <soaheap/defrag/defrag_options.hpp>
 
 #include <atomic>
@@ -232,7 +233,8 @@ class Heap {
       allocated += entry.allocated_blocks;
       result.classes.push_back(entry);
     }
-    result.free_blocks = block_count_ - allocated;
+    result.untyped = detail::collect_untyped_stats(executor_, view(), runtime_);
+    result.free_blocks = block_count_ - allocated - result.untyped.blocks();
     return result;
   }
 
@@ -251,6 +253,7 @@ class Heap {
     const auto kind = static_cast<HeapErrorKind>(encoded & 0xff);
     const int class_index = static_cast<int>((encoded >> 8) & 0xff);
     const std::uint64_t block = encoded >> 16;
+    if (detail::is_untyped_error(kind)) detail::throw_untyped_error(kind, block, block_count_, heap_bytes(), Layout::kDataBytes);
     const std::string name = class_index < kClassCount ? class_name(class_index) : std::string("<unknown class>");
     std::ostringstream message;
     message << "soaheap: ";
