@@ -89,7 +89,7 @@ class DeviceListView {
 #endif
   }
 
-#if SOAHEAP_DEVICE_CODE
+#if defined(__CUDACC__)
   /// @brief append for the threads of @p group (a coalesced group or a thread_block_tile): every
   /// thread of the group calls it with its own @p count; one reservation for all.
   template <class Group>
