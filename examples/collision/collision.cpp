@@ -178,6 +178,7 @@ int run(int argc, char** argv) {
     heap.parallel_do<Body, &Body::finish_merge>(heap.view());
     app.after_iteration(iteration);
   }
+  app.stop_clock();
   const double mass_after = total_mass(heap);
   const bool conserved = std::fabs(mass_after - mass_before) <= kMassTolerance * mass_before;
   return app.finish(conserved, {{"bodies_left", heap.count<Body>()},

@@ -404,6 +404,7 @@ int run_app(int argc, char** argv) {
       simulation.step(heap, static_cast<std::uint64_t>(it));
       run.after_iteration(it);
     }
+    run.stop_clock();
   };
   std::uint64_t mismatches = 0;
   if (network.streets <= traffic::kReferenceMaxStreets) {
