@@ -26,7 +26,7 @@ TEST_P(UntypedTest, DeviceListBlockWideAppendHoldsEachValueOnce) {
   TestBuffer<std::uint64_t> failures(backend(), 1);
   append_per_block<<<(threads + 255) / 256, 256>>>(list.view(), threads, failures.data());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  heap.throw_recorded_error();
+  heap.synchronize();
   EXPECT_EQ(failures.to_host()[0], 0u);
   std::vector<std::uint64_t> expected;
   for (std::uint64_t t = 0; t < threads; ++t)

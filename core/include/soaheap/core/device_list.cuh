@@ -234,16 +234,19 @@ class DeviceList {
     return view;
   }
 
-  /// @brief Elements appended (between kernels).
+  /// @brief Elements appended (waits for the heap's kernels; throws what they recorded).
   std::uint64_t size() const {
+    heap_.synchronize();
     std::uint64_t size = 0;
     state_.copy_to_host(&size, offsetof(detail::DeviceListState, size), sizeof(size));
     return size;
   }
 
   /// @brief A host copy of the elements, in index order.
-  /// @throw error when an element has no storage (an append ran out of memory)
+  /// @throw error when an element has no storage (an append ran out of memory), or what the
+  ///        heap's kernels recorded
   std::vector<T> to_host() const {
+    heap_.synchronize();
     detail::DeviceListState state{};
     state_.copy_to_host(&state, 0, sizeof(state));
     std::vector<T> values(state.size);
@@ -260,9 +263,10 @@ class DeviceList {
     return values;
   }
 
-  /// @brief Frees the storage and empties the list (between kernels).
+  /// @brief Frees the storage and empties the list (waits for the heap's kernels).
   void clear() {
     heap_.launch(detail::kDeviceListChunks, detail::ClearDeviceListKernel<View>{view()});
+    heap_.synchronize();
     const std::uint64_t zero = 0;
     state_.copy_from_host(offsetof(detail::DeviceListState, size), &zero, sizeof(zero));
   }

@@ -473,6 +473,11 @@ class Heap {
       const double per_block = static_cast<double>(Layout::kDataBytes + sizeof(BlockHeader)) +
                                View::kBitmapCount / 8.0 * (64.0 / 63.0);
       blocks = static_cast<std::uint64_t>(static_cast<double>(options.bytes) / per_block);
+      // Bitmap levels round up to whole words per bitmap; with many bitmaps that can add a block's worth.
+      while (blocks > 1 && blocks * (Layout::kDataBytes + sizeof(BlockHeader)) +
+                                   View::kBitmapCount * BitmapShape::for_bits(blocks).total_words * sizeof(std::uint64_t) >
+                               options.bytes)
+        --blocks;
       if (blocks == 0)
         throw invalid_argument("soaheap: heap size bytes=" + std::to_string(options.bytes) +
                                " is smaller than one block (" + std::to_string(Layout::kDataBytes) + " bytes of data)");

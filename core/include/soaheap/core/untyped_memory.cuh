@@ -154,6 +154,7 @@ struct Untyped {
     }
     active(view, size_class).clear(block);
     allocated(view, size_class).clear(block);
+    view.count_block_freed();
     memory_fence();
     view.free_blocks().set(block);
   }
@@ -205,6 +206,7 @@ struct Untyped {
         const std::uint64_t chunks = low_bits(wanted < capacity ? wanted : capacity);
         start_block(view, block, size_class, chunks);
         atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});  // published now
+        view.count_block_taken();
         return {block, chunks};
       }
       if (active_bits.appears_empty() && nothing_in_transit(view, rounds_without_any_block)) return {0, 0};
@@ -306,6 +308,8 @@ struct Untyped {
       if (first != BitmapView::kNotFound && claim_run(view, first, length)) {
         start_run(view, first, length);
         atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});
+        // The heap's count of blocks in use and its peak, for the whole run at once.
+        atomic_max(&view.state->peak_allocated_blocks, atomic_fetch_add(&view.state->allocated_blocks, length) + length);
         return reinterpret_cast<void*>(view.data_address(first));
       }
       atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});
@@ -337,6 +341,7 @@ struct Untyped {
     const BitmapView runs = run_blocks(view);
     const BitmapView free_bits = view.free_blocks();
     for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w) runs.clear_in_word(w, run_mask(w, first, length));
+    atomic_fetch_add(&view.state->allocated_blocks, ~length + 1);  // -length
     memory_fence();
     for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w)
       free_bits.set_in_word(w, run_mask(w, first, length));
