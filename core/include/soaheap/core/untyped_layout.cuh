@@ -100,16 +100,22 @@ struct UntypedLayout {
   }
 
  private:
+  // Scalar constants: device code may use them, unlike members of the table object.
+  template <int Index>
+  static constexpr std::uint64_t kChunkBytesAt = kTable.chunk_bytes[Index];
+  template <int Index>
+  static constexpr int kCapacityAt = kTable.capacity[Index];
+
   template <int... Index>
   SOAHEAP_HD static constexpr std::uint64_t chunk_bytes_of(int size_class, std::integer_sequence<int, Index...>) {
     std::uint64_t result = 0;
-    ((result = size_class == Index ? kTable.chunk_bytes[Index] : result), ...);
+    ((result = size_class == Index ? kChunkBytesAt<Index> : result), ...);
     return result;
   }
   template <int... Index>
   SOAHEAP_HD static constexpr int capacity_of(int size_class, std::integer_sequence<int, Index...>) {
     int result = 0;
-    ((result = size_class == Index ? kTable.capacity[Index] : result), ...);
+    ((result = size_class == Index ? kCapacityAt<Index> : result), ...);
     return result;
   }
 };

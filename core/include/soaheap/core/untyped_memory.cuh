@@ -132,7 +132,12 @@ struct Untyped {
     std::uint64_t* allocation = &view.headers[block].allocation;
     std::uint64_t before = atomic_load(allocation);
     for (;;) {
-      if (before == kInvalidatedBitmap || (before & chunks) != chunks) return false;
+      // All ones: a free block, unless the class has 64 chunks and the block is full; the
+      // allocated bitmap tells them apart (a double free racing with retirement may slip through).
+      if (before == kInvalidatedBitmap &&
+          (Layout::full_mask(size_class) != kInvalidatedBitmap || !allocated(view, size_class).get(block)))
+        return false;
+      if ((before & chunks) != chunks) return false;
       const std::uint64_t seen = atomic_cas(allocation, before, before & ~chunks);
       if (seen == before) break;
       before = seen;
