@@ -229,9 +229,12 @@ struct Untyped {
   }
 
   /// True when no block is on its way to being published, or this thread has seen an empty heap
-  /// often enough that the answer stands anyway (see HeapView::reserve_slots).
+  /// often enough that the answer stands anyway (see HeapView::reserve_slots); otherwise it backs
+  /// off a little longer each time, so that a descheduled publisher gets to finish.
   SOAHEAP_HD static bool nothing_in_transit(const View& view, int& empty_rounds) {
-    return atomic_load(&view.state->blocks_in_transit) == 0 || ++empty_rounds >= kOutOfMemoryConfirmations;
+    if (atomic_load(&view.state->blocks_in_transit) == 0 || ++empty_rounds >= kOutOfMemoryConfirmations) return true;
+    back_off(empty_rounds);
+    return false;
   }
 
   // ---- runs of blocks -------------------------------------------------------------------------------
