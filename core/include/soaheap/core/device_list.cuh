@@ -263,10 +263,11 @@ class DeviceList {
     return values;
   }
 
-  /// @brief Frees the storage and empties the list (waits for the heap's kernels).
+  /// @brief Frees the storage and empties the list (waits for the heap's kernels; errors they
+  /// recorded stay for the heap's next synchronizing call).
   void clear() {
     heap_.launch(detail::kDeviceListChunks, detail::ClearDeviceListKernel<View>{view()});
-    heap_.synchronize();
+    heap_.executor().synchronize();
     const std::uint64_t zero = 0;
     state_.copy_from_host(offsetof(detail::DeviceListState, size), &zero, sizeof(zero));
   }

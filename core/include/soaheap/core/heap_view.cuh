@@ -486,3 +486,6 @@ SOAHEAP_HD void device_do(const HeapLike& heap, Method method, Args&&... args) {
 }
 
 }  // namespace soaheap
+
+// Untyped memory shares the block protocol: release_slots hands blocks of untyped chunks to it.
+#include <soaheap/core/untyped_memory.cuh>
