@@ -48,6 +48,16 @@ class Record : public soaheap::Object<Record> {
   soaheap::Field<Record, 7> f7;
 };
 using BenchHeap = soaheap::Heap<Record>;
+
+/// A 256-byte class: 16 KiB blocks, for the utilization measurement with larger blocks (with one
+/// size class per block, requests between half a block and a block take a whole block).
+class WideRecord : public soaheap::Object<WideRecord> {
+ public:
+  using FieldTypes = soaheap::fields<soaheap::array<std::uint64_t, 32>>;
+  static constexpr const char* kName = "WideRecord";
+  soaheap::Field<WideRecord, 0> values;
+};
+using WideHeap = soaheap::Heap<WideRecord>;
 using View = BenchHeap::View;
 using List = soaheap::DeviceList<std::uint64_t, BenchHeap>;
 
@@ -58,8 +68,9 @@ SOAHEAP_HD inline std::uint64_t request_bytes(std::uint64_t bytes, std::uint64_t
 }
 
 /// Both allocators behind one interface for the kernels.
+template <class HeapView = View>
 struct SoaheapAllocator {
-  View heap;
+  HeapView heap;
   SOAHEAP_HD void* allocate(std::uint64_t bytes) const { return soaheap::malloc(heap, bytes); }
   SOAHEAP_HD void release(void* pointer) const { soaheap::free(heap, pointer); }
 };
@@ -221,25 +232,48 @@ double measure(Context& context, const Allocator& allocator, const char* name, s
   return alloc_ms + free_ms;
 }
 
-template <class Allocator>
-void measure_fill(Context& context, const Allocator& allocator, const char* name, std::uint64_t threads,
-                  std::uint64_t capacity_bytes) {
+/// Fills a fresh heap of type HeapType with mixed sizes until the threads' first failures.
+template <class HeapType>
+void measure_fill(const Context& context, const soaheap::HeapOptions& options, std::uint64_t threads) {
+  HeapType heap(options);
+  const std::uint64_t capacity_bytes = heap.block_count() * HeapType::block_bytes();
+  soaheap::detail::Memory requested(context.backend, sizeof(std::uint64_t));
+  requested.fill_zero();
+  using Allocator = SoaheapAllocator<typename HeapType::View>;
+  const double ms = timed_ms(heap.executor(), threads, FillUntilFailure<Allocator>{Allocator{heap.view()}, requested.as<std::uint64_t>()});
+  try {
+    heap.synchronize();
+  } catch (const soaheap::out_of_memory&) {  // the point of the exercise
+  }
+  std::uint64_t requested_bytes = 0;
+  requested.copy_to_host(&requested_bytes, 0, sizeof(requested_bytes));
+  const soaheap::HeapStats stats = heap.stats();
+  nlohmann::json line = base_line(context, "soaheap", "fill_until_failure");
+  line["bytes"] = "mixed";
+  line["block_bytes"] = HeapType::block_bytes();
+  line["threads"] = threads;
+  line["fill_ms"] = ms;
+  line["bytes_requested"] = requested_bytes;
+  line["capacity_bytes"] = capacity_bytes;
+  line["utilization"] = static_cast<double>(requested_bytes) / static_cast<double>(capacity_bytes);
+  line["bytes_reserved"] = stats.untyped.bytes_reserved();
+  line["reserved_share"] = static_cast<double>(stats.untyped.bytes_reserved()) / static_cast<double>(capacity_bytes);
+  std::cout << line.dump() << std::endl;
+}
+
+/// The same fill against the platform allocator, whose heap is @p capacity_bytes (never freed after).
+void measure_platform_fill(Context& context, std::uint64_t threads, std::uint64_t capacity_bytes) {
   context.counter.fill_zero();
-  const double ms = timed_ms(context.heap.executor(), threads, FillUntilFailure<Allocator>{allocator, context.counter.as<std::uint64_t>()});
-  settle(context.heap);
+  const double ms = timed_ms(context.heap.executor(), threads,
+                             FillUntilFailure<PlatformAllocator>{PlatformAllocator{}, context.counter.as<std::uint64_t>()});
   const std::uint64_t requested = read_counter(context);
-  nlohmann::json line = base_line(context, name, "fill_until_failure");
+  nlohmann::json line = base_line(context, context.platform_name.c_str(), "fill_until_failure");
   line["bytes"] = "mixed";
   line["threads"] = threads;
   line["fill_ms"] = ms;
   line["bytes_requested"] = requested;
   line["capacity_bytes"] = capacity_bytes;
   line["utilization"] = static_cast<double>(requested) / static_cast<double>(capacity_bytes);
-  if constexpr (std::is_same_v<Allocator, SoaheapAllocator>) {
-    const soaheap::HeapStats stats = context.heap.stats();
-    line["bytes_reserved"] = stats.untyped.bytes_reserved();
-    line["reserved_share"] = static_cast<double>(stats.untyped.bytes_reserved()) / static_cast<double>(capacity_bytes);
-  }
   std::cout << line.dump() << std::endl;
 }
 
@@ -282,7 +316,7 @@ int run(int argc, char** argv) {
   soaheap::detail::Memory slots(backend, max_threads * sizeof(void*));
   soaheap::detail::Memory counter(backend, sizeof(std::uint64_t));
   Context context{heap, backend, backend == soaheap::Backend::cuda ? "cuda_malloc" : "std_malloc", slots, counter};
-  const SoaheapAllocator ours{heap.view()};
+  const SoaheapAllocator<> ours{heap.view()};
   const PlatformAllocator platform{};
 
   for (const bool interleaved : {false, true}) {
@@ -310,10 +344,11 @@ int run(int argc, char** argv) {
     }
   }
 
-  // Utilization at the first failure with mixed sizes (fresh heap state: everything was freed).
+  // Utilization at the first failure with mixed sizes, on fresh heaps of 4 KiB and 16 KiB blocks.
   const std::uint64_t fill_threads = std::min<std::uint64_t>(max_threads, data_bytes / 2048);
-  measure_fill(context, ours, "soaheap", fill_threads, data_bytes);
-  if (!skip_platform) measure_fill(context, platform, context.platform_name.c_str(), fill_threads, data_bytes);
+  measure_fill<BenchHeap>(context, options, fill_threads);
+  measure_fill<WideHeap>(context, options, fill_threads);
+  if (!skip_platform) measure_platform_fill(context, fill_threads, data_bytes);
   // (the platform's memory from the fill stays allocated: its heap cannot be reset)
 
   // DeviceList: per-thread push_back against one aggregated append per thread (per warp on cuda).
