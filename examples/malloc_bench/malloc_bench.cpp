@@ -348,8 +348,9 @@ int run(int argc, char** argv) {
   const std::uint64_t fill_threads = std::min<std::uint64_t>(max_threads, data_bytes / 2048);
   measure_fill<BenchHeap>(context, options, fill_threads);
   measure_fill<WideHeap>(context, options, fill_threads);
-  if (!skip_platform) measure_platform_fill(context, fill_threads, data_bytes);
-  // (the platform's memory from the fill stays allocated: its heap cannot be reset)
+  // CUDA's device heap has a fixed size (set to the soaheap data bytes above); the host's has none.
+  // The platform's memory from the fill stays allocated: its heap cannot be reset.
+  if (!skip_platform && backend == soaheap::Backend::cuda) measure_platform_fill(context, fill_threads, data_bytes);
 
   // DeviceList: per-thread push_back against one aggregated append per thread (per warp on cuda).
   BenchHeap list_heap(options);
