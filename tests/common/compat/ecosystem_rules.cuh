@@ -14,18 +14,22 @@
 
 namespace compat_ecosystem {
 
-inline constexpr int kCells = 1024;
-inline constexpr int kHeapObjects = 64 * 64 * 4;  // room for the smallest class; the run needs far less
-inline constexpr int kSteps = 12;
-inline constexpr int kDefragInterval = 4;  // steps between defragmentations of the prey
-inline constexpr int kMaxFood = 5;
-inline constexpr int kRegrowth = 1;
-inline constexpr int kPreyStartEnergy = 3;
-inline constexpr int kPreyBirthThreshold = 6;
-inline constexpr int kPreyBirthCost = 4;
-inline constexpr int kPreyMaxAge = 5;
-inline constexpr int kPredatorStartEnergy = 6;
-inline constexpr int kPredatorMealEnergy = 2;
+// Enumerators rather than constexpr variables: device code may bind them to references
+// (`energy -= kPreyBirthCost` goes through a field proxy's operator-=(const V&)).
+enum Parameters : int {
+  kCells = 1024,
+  kHeapObjects = 64 * 64 * 4,  // room for the smallest class; the run needs far less
+  kSteps = 12,
+  kDefragInterval = 4,  // steps between defragmentations of the prey
+  kMaxFood = 5,
+  kRegrowth = 1,
+  kPreyStartEnergy = 3,
+  kPreyBirthThreshold = 6,
+  kPreyBirthCost = 4,
+  kPreyMaxAge = 5,
+  kPredatorStartEnergy = 6,
+  kPredatorMealEnergy = 2,
+};
 
 SOAHEAP_HD inline int initial_food(int cell) { return cell % (kMaxFood + 1); }
 SOAHEAP_HD inline bool starts_with_prey(int cell) { return cell % 3 == 0; }
