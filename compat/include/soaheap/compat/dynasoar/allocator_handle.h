@@ -37,8 +37,10 @@ class AllocatorHandle {
   AllocatorHandle(const AllocatorHandle&) = delete;
   AllocatorHandle& operator=(const AllocatorHandle&) = delete;
 
-  /// @brief DynaSOAr's constructor: a heap for AllocatorT's object count on the GPU when this
-  /// translation unit is compiled by nvcc and a GPU is present, else on the host backend.
+  /// @brief DynaSOAr's constructor: a heap for AllocatorT's object count, on the GPU when this
+  /// translation unit is compiled by nvcc (DynaSOAr programs' methods are device code), else on the
+  /// host backend.
+  /// @throw soaheap::usage_error when compiled by nvcc and no GPU is present
   /// @param unified_memory accepted for source compatibility; soaheap keeps the heap in device
   ///        memory (a warning says so), and host-side device_do() reads a copy instead
   explicit AllocatorHandle(bool unified_memory = false) : AllocatorHandle(default_options()) {
@@ -221,7 +223,7 @@ class AllocatorHandle {
     return options;
   }
   static ::soaheap::HeapOptions default_options() {
-    return options_for(::soaheap::cuda_available() ? ::soaheap::Backend::cuda : ::soaheap::Backend::host);
+    return options_for(SOAHEAP_HAS_CUDA ? ::soaheap::Backend::cuda : ::soaheap::Backend::host);
   }
 
   void finish_operation() const {
