@@ -43,6 +43,14 @@ struct abstract_flag {
   SOAHEAP_HD constexpr operator bool() const { return Class::kIsAbstract; }  // NOLINT: implicit on purpose
 };
 
+/// `fields<Types...>` from DynaSOAr's macro arguments `(Class, Types...)`: a template drops the
+/// class, so that the macro needs no separate variadic part (a class with no own fields,
+/// `declare_field_types(AnchorNode)`, passes a single argument).
+template <class Class, class... Types>
+struct own_fields {
+  using type = ::soaheap::fields<Types...>;
+};
+
 /// The pointer bits of @p object, hidden from the optimizer: DynaSOAr programs call methods such as
 /// `cast<T>()` on null pointers (`agent_->cast<Fish>()` on an empty cell) and expect nullptr back,
 /// but compilers may assume `this != nullptr` and fold such a test away.
@@ -159,29 +167,35 @@ struct managed_base<T, std::enable_if_t<compat::dynasoar::is_dynasoar_class_v<T>
 }  // namespace soaheap
 
 /// @brief DynaSOAr's field declaration: the class's own field types, in the order of its
-/// `Field<Class, i>` members. Also declares what soaheap's class model needs besides them (the
-/// class name, `kAbstract`, the class itself) and the allocation operators:
-/// `new (device_allocator) Class(...)` on the device (or on host threads of the host backend), and
-/// the heap/view form soaheap's own parallel_new uses.
-#define declare_field_types(classname, ...)                                                            \
- public:                                                                                               \
-  using soaheap_self = classname;                                                                      \
-  using FieldTypes = ::soaheap::fields<__VA_ARGS__>;                                                   \
-  static constexpr const char* kName = #classname;                                                     \
-  static constexpr ::soaheap::compat::dynasoar::detail::abstract_flag<classname> kAbstract{};         \
-  template <class SoaheapAllocator>                                                                    \
-  SOAHEAP_HD static void* operator new(std::size_t, SoaheapAllocator* allocator) noexcept {            \
-    return allocator->template allocate_new<classname>();                                              \
-  }                                                                                                    \
-  template <class SoaheapHeapLike>                                                                     \
-  SOAHEAP_HD static void* operator new(std::size_t, const SoaheapHeapLike& heap) noexcept {            \
-    return heap.template allocate_slot<classname>();                                                   \
-  }                                                                                                    \
-  SOAHEAP_HD static void* operator new(std::size_t, classname* location) noexcept { return location; } \
-  template <class SoaheapAllocator>                                                                    \
-  SOAHEAP_HD static void operator delete(void*, SoaheapAllocator*) noexcept {}                         \
-  template <class SoaheapHeapLike>                                                                     \
-  SOAHEAP_HD static void operator delete(void*, const SoaheapHeapLike&) noexcept {}                    \
-  SOAHEAP_HD static void operator delete(void*, classname*) noexcept {}                                \
-  static void* operator new(std::size_t) = delete;                                                     \
+/// `Field<Class, i>` members (none: `declare_field_types(Class)`). Also declares what soaheap's class
+/// model needs besides them (the class name, `kAbstract`, the class itself) and the allocation
+/// operators: `new (device_allocator) Class(...)` on the device (or on host threads of the host
+/// backend), and the heap/view form soaheap's own parallel_new uses. It leaves the class in a
+/// public section.
+#define declare_field_types(...)                                                                          \
+ public:                                                                                                  \
+  using soaheap_self = SOAHEAP_DYNASOAR_FIRST(__VA_ARGS__, unused);                                       \
+  using FieldTypes = typename ::soaheap::compat::dynasoar::detail::own_fields<__VA_ARGS__>::type;         \
+  static constexpr const char* kName = SOAHEAP_DYNASOAR_FIRST_NAME(__VA_ARGS__, unused);                  \
+  static constexpr ::soaheap::compat::dynasoar::detail::abstract_flag<soaheap_self> kAbstract{};          \
+  template <class SoaheapAllocator>                                                                       \
+  SOAHEAP_HD static void* operator new(std::size_t, SoaheapAllocator* allocator) noexcept {               \
+    return allocator->template allocate_new<soaheap_self>();                                              \
+  }                                                                                                       \
+  template <class SoaheapHeapLike>                                                                        \
+  SOAHEAP_HD static void* operator new(std::size_t, const SoaheapHeapLike& heap) noexcept {               \
+    return heap.template allocate_slot<soaheap_self>();                                                   \
+  }                                                                                                       \
+  SOAHEAP_HD static void* operator new(std::size_t, soaheap_self* location) noexcept { return location; } \
+  template <class SoaheapAllocator>                                                                       \
+  SOAHEAP_HD static void operator delete(void*, SoaheapAllocator*) noexcept {}                            \
+  template <class SoaheapHeapLike>                                                                        \
+  SOAHEAP_HD static void operator delete(void*, const SoaheapHeapLike&) noexcept {}                       \
+  SOAHEAP_HD static void operator delete(void*, soaheap_self*) noexcept {}                                \
+  static void* operator new(std::size_t) = delete;                                                        \
   static void operator delete(void*) = delete;
+
+// The first macro argument, and its spelling; callers append a dummy argument so that the
+// variadic part is never empty (ISO C++17 requires at least one argument for it).
+#define SOAHEAP_DYNASOAR_FIRST(first, ...) first
+#define SOAHEAP_DYNASOAR_FIRST_NAME(first, ...) #first
