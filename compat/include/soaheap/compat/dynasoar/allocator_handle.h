@@ -17,6 +17,12 @@
 #include <cstdio>
 #include <string>
 
+#ifndef SOAHEAP_DYNASOAR_ASYNCHRONOUS
+/// Build flag: 1 makes AllocatorHandle's bulk operations asynchronous by default (see
+/// AllocatorHandle::set_synchronous), for programs that cannot be changed to call it.
+#define SOAHEAP_DYNASOAR_ASYNCHRONOUS 0
+#endif
+
 namespace soaheap::compat::dynasoar {
 
 /// @brief Default `min_num_compactions` of parallel_defrag: a pass runs when it has a source block.
@@ -208,9 +214,11 @@ class AllocatorHandle {
   /// @brief Waits for all operations and throws the first error a kernel recorded (e.g. out of memory).
   void synchronize() const { heap_.synchronize(); }
 
-  /// @brief true (default): each bulk operation waits for the GPU and reports kernel errors before it
-  /// returns, as DynaSOAr's do. false: operations run ahead; errors surface at the next
-  /// synchronizing call (synchronize(), statistics, defragmentation).
+  /// @brief true (default unless built with SOAHEAP_DYNASOAR_ASYNCHRONOUS=1): each bulk operation
+  /// waits for the GPU and reports kernel errors before it returns, as DynaSOAr's do. false:
+  /// operations run ahead on the default stream (raw kernels and cudaMemcpy of the program stay
+  /// ordered with them); errors surface at the next synchronizing call (synchronize(), statistics,
+  /// defragmentation).
   void set_synchronous(bool synchronous) { synchronous_ = synchronous; }
   bool synchronous() const { return synchronous_; }
 
@@ -261,7 +269,7 @@ class AllocatorHandle {
 
   Heap heap_;
   ::soaheap::detail::Memory allocator_memory_;
-  bool synchronous_ = true;
+  bool synchronous_ = !SOAHEAP_DYNASOAR_ASYNCHRONOUS;
   int defrag_runs_ = 0;
   ::soaheap::DefragResult defrag_totals_;
   CollectedStats collected_;
