@@ -12,11 +12,6 @@ namespace {
 
 using LifeHeap = soaheap::Heap<automaton::Cell, automaton::Agent, automaton::Alive, automaton::Candidate>;
 
-/// Largest grid side compared against the sequential reference on the full run; larger runs also
-/// run and check a side-run of this size with the same seed and iterations.
-constexpr std::uint32_t kReferenceMaxSide = 256;
-constexpr automaton::Rule kConway{1u << 3, (1u << 2) | (1u << 3), 2};
-
 int run_app(int argc, char** argv) {
   CLI::App cli{"Game of Life (B3/S23) on a torus; only alive cells and birth candidates are heap objects"};
   soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{128, 4096, 100, 1000});
@@ -26,7 +21,7 @@ int run_app(int argc, char** argv) {
   const soaheap_app::AppOptions options = common.finalize();
   const std::uint32_t side = static_cast<std::uint32_t>(options.size);
 
-  automaton::Automaton<LifeHeap> life{{side, side}, kConway, options.seed, density, {}};
+  automaton::Automaton<LifeHeap> life{{side, side}, automaton::kConway, options.seed, density, {}};
   LifeHeap heap(automaton::Automaton<LifeHeap>::heap_options(life.cells(), options.backend));
   soaheap_app::AppRun<LifeHeap> run("game-of-life", options, heap);
   life.setup(heap);
@@ -46,10 +41,11 @@ int run_app(int argc, char** argv) {
     for (int it = 0; it < options.iterations; ++it) reference.step();
     return automaton::compare(checked, sim.shape, reference, "game-of-life");
   };
-  if (side <= kReferenceMaxSide) {
+  if (side <= automaton::kReferenceMaxSide) {
     violations = check(life, heap);
   } else {
-    automaton::Automaton<LifeHeap> small{{kReferenceMaxSide, kReferenceMaxSide}, kConway, options.seed, density, {}};
+    constexpr std::uint32_t small_side = automaton::kReferenceMaxSide;
+    automaton::Automaton<LifeHeap> small{{small_side, small_side}, automaton::kConway, options.seed, density, {}};
     LifeHeap small_heap(automaton::Automaton<LifeHeap>::heap_options(small.cells(), options.backend));
     small.setup(small_heap);
     for (int it = 0; it < options.iterations; ++it) small.step(small_heap, static_cast<std::uint64_t>(it));

@@ -14,13 +14,6 @@ namespace {
 
 using GenerationHeap = soaheap::Heap<automaton::Cell, automaton::Agent, automaton::Alive, automaton::Candidate>;
 
-/// Largest grid side compared against the sequential reference on the full run; larger runs also
-/// run and check a side-run of this size with the same seed and iterations.
-constexpr std::uint32_t kReferenceMaxSide = 256;
-/// survive on 0,2,3,5,6,7,8 alive neighbours; born on 3,4,6,8; 255 states (1 alive, 2..254 dying)
-constexpr automaton::Rule kBurst{(1u << 3) | (1u << 4) | (1u << 6) | (1u << 8),
-                                 (1u << 0) | (1u << 2) | (1u << 3) | (1u << 5) | (1u << 6) | (1u << 7) | (1u << 8), 255};
-
 int run_app(int argc, char** argv) {
   CLI::App cli{"Generational cellular automaton 0235678/3468/255 on a torus; only alive/dying cells and birth candidates are heap objects"};
   soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{128, 4096, 100, 1000});
@@ -30,7 +23,7 @@ int run_app(int argc, char** argv) {
   const soaheap_app::AppOptions options = common.finalize();
   const std::uint32_t side = static_cast<std::uint32_t>(options.size);
 
-  automaton::Automaton<GenerationHeap> life{{side, side}, kBurst, options.seed, density, {}};
+  automaton::Automaton<GenerationHeap> life{{side, side}, automaton::kBurst, options.seed, density, {}};
   GenerationHeap heap(automaton::Automaton<GenerationHeap>::heap_options(life.cells(), options.backend));
   soaheap_app::AppRun<GenerationHeap> run("generation", options, heap);
   life.setup(heap);
@@ -50,10 +43,11 @@ int run_app(int argc, char** argv) {
     for (int it = 0; it < options.iterations; ++it) reference.step();
     return automaton::compare(checked, sim.shape, reference, "generation");
   };
-  if (side <= kReferenceMaxSide) {
+  if (side <= automaton::kReferenceMaxSide) {
     violations = check(life, heap);
   } else {
-    automaton::Automaton<GenerationHeap> small{{kReferenceMaxSide, kReferenceMaxSide}, kBurst, options.seed, density, {}};
+    constexpr std::uint32_t small_side = automaton::kReferenceMaxSide;
+    automaton::Automaton<GenerationHeap> small{{small_side, small_side}, automaton::kBurst, options.seed, density, {}};
     GenerationHeap small_heap(automaton::Automaton<GenerationHeap>::heap_options(small.cells(), options.backend));
     small.setup(small_heap);
     for (int it = 0; it < options.iterations; ++it) small.step(small_heap, static_cast<std::uint64_t>(it));

@@ -44,13 +44,9 @@ SOAHEAP_HD inline std::uint64_t request_key(std::uint64_t seed, std::uint64_t it
   return ((hash4(seed, iteration, salt, cell) | 1ULL) << 32) | cell;
 }
 
+/// One native 64-bit atomic max (not a CAS loop): requests of a cell contend only in hardware.
 SOAHEAP_HD inline void atomic_max(std::uint64_t* address, std::uint64_t value) {
-  std::uint64_t current = soaheap::detail::atomic_load(address);
-  while (current < value) {
-    const std::uint64_t found = soaheap::detail::atomic_cas(address, current, value);
-    if (found == current) return;
-    current = found;
-  }
+  soaheap::detail::atomic_max(address, value);
 }
 
 enum : std::uint8_t { kEmpty = 0, kFish = 1, kShark = 2 };

@@ -82,7 +82,6 @@ __global__ void for_each_counted_thread_kernel(Body body, const std::uint64_t* c
 struct Executor {
   Backend backend = Backend::host;
   ThreadPool* pool = nullptr;
-  int multiprocessors = 0;  ///< of the current device (cuda)
 #if SOAHEAP_HAS_CUDA
   cudaStream_t stream = nullptr;
 #endif
@@ -121,10 +120,12 @@ struct Executor {
     if (backend == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
       // One wave of resident thread blocks (computed once per kernel), or fewer for small bounds.
-      static const std::uint64_t resident = [this] {
+      // (The program's device is assumed not to change between launches of one kernel.)
+      static const std::uint64_t resident = [] {
         int per_multiprocessor = 0;
         SOAHEAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &per_multiprocessor, for_each_counted_thread_kernel<Body>, kThreadsPerCudaBlock, 0));
+        const int multiprocessors = cuda_multiprocessors();
         return static_cast<std::uint64_t>(per_multiprocessor < 1 ? 1 : per_multiprocessor) *
                static_cast<std::uint64_t>(multiprocessors < 1 ? 1 : multiprocessors);
       }();

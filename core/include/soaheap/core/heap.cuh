@@ -64,7 +64,6 @@ class Heap {
   explicit Heap(const HeapOptions& options) : options_(options) {
     block_count_ = block_count_for(options);
     executor_.backend = options.backend;
-    executor_.multiprocessors = options.backend == Backend::cuda ? cuda_multiprocessors() : 0;
     if (options.backend == Backend::host) {
       pool_ = std::make_unique<detail::ThreadPool>(options.host_threads);
       executor_.pool = pool_.get();
