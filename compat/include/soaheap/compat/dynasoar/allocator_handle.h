@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #ifndef SOAHEAP_DYNASOAR_ASYNCHRONOUS
@@ -109,13 +110,14 @@ class AllocatorHandle {
     finish_operation();
   }
 
-  /// @brief Host-side device_do: runs `(object->*func)(args...)` for every object of T and its
+  /// @brief Host-side device_do: runs `(object->*func)(args...)` (a member function) or
+  /// `func(object, args...)` (a lambda, as collision's checksum does) for every object of T and its
   /// subclasses. On the host backend it works on the heap itself; on cuda on a host copy, so the
   /// function may read fields (e.g. for rendering) but its writes are discarded and pointer fields
   /// must not be followed (DynaSOAr needs unified memory for this).
   template <class T, class F, class... Args>
   void device_do(F func, Args... args) {
-    heap_.template for_each<T>([&](const T* object) { (const_cast<T*>(object)->*func)(args...); });
+    heap_.template for_each<T>([&](const T* object) { std::invoke(func, const_cast<T*>(object), args...); });
   }
 
   // ---- defragmentation --------------------------------------------------------------------------

@@ -116,13 +116,35 @@ class SoaField : public ::soaheap::Field<Owner, Index> {
 
   SoaField() = default;
   /// `Cell(int id) : agent_(nullptr) {...}`
-  SOAHEAP_HD explicit SoaField(const value_type& value) { *this->address() = value; }
+  SOAHEAP_HD explicit SoaField(value_type value) { *this->address() = value; }
 
-  using Proxy::operator=;
+  // Values are taken by value, not by reference as soaheap's Field does: DynaSOAr programs use
+  // host `static const` constants in device code (`energy_ += kEngeryBoost;` in wa-tor), which
+  // nvcc accepts only when the constant's value is read, never when a reference binds to it.
+  SOAHEAP_HD SoaField& operator=(value_type value) {
+    *this->address() = value;
+    return *this;
+  }
   SOAHEAP_HD SoaField& operator=(const SoaField& other) {
     Proxy::operator=(other);
     return *this;
   }
+  template <class V>
+  SOAHEAP_HD SoaField& operator+=(V value) { *this->address() += value; return *this; }
+  template <class V>
+  SOAHEAP_HD SoaField& operator-=(V value) { *this->address() -= value; return *this; }
+  template <class V>
+  SOAHEAP_HD SoaField& operator*=(V value) { *this->address() *= value; return *this; }
+  template <class V>
+  SOAHEAP_HD SoaField& operator/=(V value) { *this->address() /= value; return *this; }
+  template <class V>
+  SOAHEAP_HD SoaField& operator%=(V value) { *this->address() %= value; return *this; }
+  template <class V>
+  SOAHEAP_HD SoaField& operator&=(V value) { *this->address() &= value; return *this; }
+  template <class V>
+  SOAHEAP_HD SoaField& operator|=(V value) { *this->address() |= value; return *this; }
+  template <class V>
+  SOAHEAP_HD SoaField& operator^=(V value) { *this->address() ^= value; return *this; }
 
   SOAHEAP_HD value_type* operator&() { return this->address(); }
   SOAHEAP_HD const value_type* operator&() const { return this->address(); }
