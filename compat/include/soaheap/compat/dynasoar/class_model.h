@@ -51,6 +51,15 @@ struct own_fields {
   using type = ::soaheap::fields<Types...>;
 };
 
+template <class Owner, int Index>
+std::true_type field_probe(const ::soaheap::Field<Owner, Index>*);
+std::false_type field_probe(...);
+
+/// True for soaheap's field proxies (and SoaField): objects that only stand for a value inside
+/// their owner and so must not be copied.
+template <class V>
+inline constexpr bool is_field_proxy_v = decltype(field_probe(static_cast<V*>(nullptr)))::value;
+
 /// The pointer bits of @p object, hidden from the optimizer: DynaSOAr programs call methods such as
 /// `cast<T>()` on null pointers (`agent_->cast<Fish>()` on an empty cell) and expect nullptr back,
 /// but compilers may assume `this != nullptr` and fold such a test away.
@@ -129,22 +138,28 @@ class SoaField : public ::soaheap::Field<Owner, Index> {
     Proxy::operator=(other);
     return *this;
   }
-  template <class V>
-  SOAHEAP_HD SoaField& operator+=(V value) { *this->address() += value; return *this; }
-  template <class V>
-  SOAHEAP_HD SoaField& operator-=(V value) { *this->address() -= value; return *this; }
-  template <class V>
-  SOAHEAP_HD SoaField& operator*=(V value) { *this->address() *= value; return *this; }
-  template <class V>
-  SOAHEAP_HD SoaField& operator/=(V value) { *this->address() /= value; return *this; }
-  template <class V>
-  SOAHEAP_HD SoaField& operator%=(V value) { *this->address() %= value; return *this; }
-  template <class V>
-  SOAHEAP_HD SoaField& operator&=(V value) { *this->address() &= value; return *this; }
-  template <class V>
-  SOAHEAP_HD SoaField& operator|=(V value) { *this->address() |= value; return *this; }
-  template <class V>
-  SOAHEAP_HD SoaField& operator^=(V value) { *this->address() ^= value; return *this; }
+  // Compound assignment. Another field is read through its value: a field proxy must never be
+  // copied, since a copy is not inside the object (`sugar_ -= metabolism_;` in sugarscape).
+#define SOAHEAP_DYNASOAR_COMPOUND(op)                                                        \
+  template <class V, std::enable_if_t<!detail::is_field_proxy_v<V>, int> = 0>               \
+  SOAHEAP_HD SoaField& operator op(V value) {                                                \
+    *this->address() op value;                                                               \
+    return *this;                                                                            \
+  }                                                                                          \
+  template <class OtherOwner, int OtherIndex>                                                \
+  SOAHEAP_HD SoaField& operator op(const ::soaheap::Field<OtherOwner, OtherIndex>& other) { \
+    *this->address() op other.get();                                                         \
+    return *this;                                                                            \
+  }
+  SOAHEAP_DYNASOAR_COMPOUND(+=)
+  SOAHEAP_DYNASOAR_COMPOUND(-=)
+  SOAHEAP_DYNASOAR_COMPOUND(*=)
+  SOAHEAP_DYNASOAR_COMPOUND(/=)
+  SOAHEAP_DYNASOAR_COMPOUND(%=)
+  SOAHEAP_DYNASOAR_COMPOUND(&=)
+  SOAHEAP_DYNASOAR_COMPOUND(|=)
+  SOAHEAP_DYNASOAR_COMPOUND(^=)
+#undef SOAHEAP_DYNASOAR_COMPOUND
 
   SOAHEAP_HD value_type* operator&() { return this->address(); }
   SOAHEAP_HD const value_type* operator&() const { return this->address(); }
