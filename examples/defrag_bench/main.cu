@@ -191,7 +191,7 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   defrag.factor = settings.factor;
   defrag.retained_candidates = 0;
   defrag.strategy = settings.strategy;
-  const soaheap::DefragResult result = heap.defrag<BenchA>(defrag);
+  const soaheap::DefragResult result = soaheap::defragment<BenchA>(heap, defrag);
   if (settings.validate) heap.validate(soaheap::Validation::full);
 
   const double copy_bytes = 2.0 * static_cast<double>(result.bytes_moved);

@@ -4,7 +4,7 @@
 // deterministic move-request keys, the initial state, and the sequential host reference that
 // both self-checks compare against cell by cell.
 
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 
 #include <cstdint>
 #include <utility>
