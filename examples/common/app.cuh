@@ -64,6 +64,19 @@ inline soaheap::Backend default_backend() {
   return soaheap::cuda_available() ? soaheap::Backend::cuda : soaheap::Backend::host;
 }
 
+/// @brief Adds `--backend host|cuda` to @p cli, storing into @p backend_name, which it sets to
+///        default_backend(). The default depends on the machine, so the help states the one that
+///        applies here and why.
+inline CLI::Option* add_backend_option(CLI::App& cli, std::string& backend_name) {
+  backend_name = std::string(soaheap::to_string(default_backend()));
+  const std::string reason = backend_name == "cuda" ? "a GPU is available" : "no GPU is available to this build";
+  return cli
+      .add_option("--backend", backend_name,
+                  "Where the heap lives and kernels run: host or cuda (default here: " + backend_name + ", " + reason +
+                      ")")
+      ->check(CLI::IsMember({"host", "cuda"}));
+}
+
 /// @brief A CLI11 check for counts that must be positive, whose message names the value
 ///        ("must be at least 1, got 0") rather than a floating-point range.
 inline CLI::Validator at_least_one() {
@@ -84,7 +97,6 @@ class CommonOptions {
   static constexpr std::uint64_t kDefaultSeed = 42;
 
   CommonOptions(CLI::App& cli, AppDefaults defaults) : defaults_(defaults) {
-    backend_name_ = std::string(soaheap::to_string(default_backend()));
     size_option_ = cli.add_option("--size", size_,
                                   "Problem size (default: " + std::to_string(defaults.cuda_size) + " on cuda, " +
                                       std::to_string(defaults.host_size) + " on host)")
@@ -95,11 +107,7 @@ class CommonOptions {
                              ->check(CLI::NonNegativeNumber);
     cli.add_option("--seed", seed_, "Random seed; a run is deterministic per seed and backend")
         ->capture_default_str();
-    // The default depends on the machine, so the help states the one that applies here and why.
-    cli.add_option("--backend", backend_name_,
-                   "Where the heap lives and kernels run: host or cuda (default here: " + backend_name_ +
-                       (backend_name_ == "cuda" ? ", a GPU is available" : ", no GPU is available to this build") + ")")
-        ->check(CLI::IsMember({"host", "cuda"}));
+    add_backend_option(cli, backend_name_);
     cli.add_option("--defrag-policy", defrag_policy_,
                    "When to defragment: none, every:M (every M iterations), mass:K2 (once K2 candidate blocks "
                    "exist) or mass:P% (P percent of the heap's blocks); default: the configuration's policy");

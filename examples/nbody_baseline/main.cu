@@ -5,6 +5,7 @@
 // (CUDA grid or host thread pool). Prints the same JSON fields as the application.
 
 #include "examples/common/app.cuh"
+#include "examples/common/baseline_result.cuh"
 
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/memory.cuh>
@@ -186,33 +187,18 @@ int run_app(int argc, char** argv) {
   const double energy_drift = std::fabs(energy_after - (before.kinetic + before.potential)) /
                               std::max(before.kinetic + std::fabs(before.potential), 1e-30);
   const bool passed = std::isfinite(energy_after) && momentum_error <= 1e-4 && energy_drift <= 2e-2;
-  nlohmann::json line = {{"app", "nbody_baseline"},
-                         {"backend", std::string(soaheap::to_string(backend))},
-                         {"size", options.size},
-                         {"iterations", options.iterations},
-                         {"seed", options.seed},
-                         {"defrag_policy", "none"},
-                         {"defrag_factor", 0},
-                         {"total_time_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
-                         {"simulation_time_s", loop_seconds},
-                         {"defrag_time_s", 0.0},
-                         {"enumeration_time_s", 0.0},
-                         {"objects", {{"Body", n}}},
-                         {"peak_allocated_blocks", 0},
-                         {"allocated_blocks", 0},
-                         {"block_bytes", 0},
-                         {"heap_bytes", memory_bytes},
-                         {"fragmentation", 0.0},
-                         {"defrag_runs", 0},
-                         {"blocks_freed", 0},
-                         {"objects_moved", 0},
-                         {"bodies", n},
-                         {"momentum_error", momentum_error},
-                         {"energy_drift", energy_drift},
-                         {"energy", energy_after},
-                         {"self_check", passed ? "passed" : "failed"}};
-  std::cout << line.dump() << std::endl;
-  return passed ? 0 : 1;
+  soaheap_app::BaselineResult result;
+  result.app = "nbody_baseline";
+  result.start = start;
+  result.simulation_seconds = loop_seconds;
+  result.objects = {{"Body", n}};
+  result.memory_bytes = memory_bytes;
+  result.self_check_passed = passed;
+  result.extra = {{"bodies", n},
+                  {"momentum_error", momentum_error},
+                  {"energy_drift", energy_drift},
+                  {"energy", energy_after}};
+  return soaheap_app::finish_baseline(result, backend, options);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // invariants after every BFS (small meshes) or at the end.
 
 #include "examples/common/app.cuh"
+#include "examples/common/baseline_result.cuh"
 
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/memory.cuh>
@@ -425,40 +426,24 @@ int run_app(int argc, char** argv) {
   for (std::uint64_t i = 0; i < sites; ++i)
     if (final_mesh.node_active[i]) per_kind[final_mesh.kind[i]] += 1;
   const bool passed = violations == 0;
-  nlohmann::json line = {{"app", "structure_baseline"},
-                         {"backend", std::string(soaheap::to_string(backend))},
-                         {"size", options.size},
-                         {"iterations", options.iterations},
-                         {"seed", options.seed},
-                         {"defrag_policy", "none"},
-                         {"defrag_factor", 0},
-                         {"total_time_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
-                         {"simulation_time_s", loop_seconds},
-                         {"defrag_time_s", 0.0},
-                         {"enumeration_time_s", 0.0},
-                         {"objects",
-                          {{"Node", per_kind[kNode]},
-                           {"AnchorNode", per_kind[kAnchor]},
-                           {"AnchorPullNode", per_kind[kAnchorPull]},
-                           {"Spring", count_active(final_mesh.spring_active)}}},
-                         {"peak_allocated_blocks", 0},
-                         {"allocated_blocks", 0},
-                         {"block_bytes", 0},
-                         {"heap_bytes", memory_bytes},
-                         {"fragmentation", 0.0},
-                         {"defrag_runs", 0},
-                         {"blocks_freed", 0},
-                         {"objects_moved", 0},
-                         {"mesh", {side, side}},
-                         {"initial_springs", initial_springs},
-                         {"broken_springs", read_counter(kBroken)},
-                         {"removed_nodes", read_counter(kRemovedNodes)},
-                         {"removed_springs", read_counter(kRemovedSprings)},
-                         {"bfs_runs", bfs_runs},
-                         {"self_check_violations", violations},
-                         {"self_check", passed ? "passed" : "failed"}};
-  std::cout << line.dump() << std::endl;
-  return passed ? 0 : 1;
+  soaheap_app::BaselineResult result;
+  result.app = "structure_baseline";
+  result.start = start;
+  result.simulation_seconds = loop_seconds;
+  result.objects = {{"Node", per_kind[kNode]},
+                    {"AnchorNode", per_kind[kAnchor]},
+                    {"AnchorPullNode", per_kind[kAnchorPull]},
+                    {"Spring", count_active(final_mesh.spring_active)}};
+  result.memory_bytes = memory_bytes;
+  result.self_check_passed = passed;
+  result.extra = {{"mesh", {side, side}},
+                  {"initial_springs", initial_springs},
+                  {"broken_springs", read_counter(kBroken)},
+                  {"removed_nodes", read_counter(kRemovedNodes)},
+                  {"removed_springs", read_counter(kRemovedSprings)},
+                  {"bfs_runs", bfs_runs},
+                  {"self_check_violations", violations}};
+  return soaheap_app::finish_baseline(result, backend, options);
 }
 
 }  // namespace

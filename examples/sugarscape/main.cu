@@ -7,6 +7,9 @@
 // host reference runs the same rules and is compared cell by cell.
 
 #include "examples/common/app.cuh"
+#include "examples/common/counter_hash.cuh"
+#include "examples/common/reference_check.cuh"
+#include "examples/common/requests.cuh"
 
 #include <soaheap/soaheap.cuh>
 
@@ -22,16 +25,7 @@ constexpr int kDirections = 4;
 constexpr std::uint64_t kSaltInitial = 1, kSaltTraits = 2, kSaltMovePriority = 3, kSaltTie = 4, kSaltMatePriority = 5,
                         kSaltBirthDirection = 6;
 
-SOAHEAP_HD inline std::uint64_t hash4(std::uint64_t seed, std::uint64_t salt, std::uint64_t a, std::uint64_t b) {
-  std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^
-                    (a + 1) * 0xd6e8feb86659fd93ULL ^ (b + 1) * 0xff51afd7ed558ccdULL;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 32;
-  return x;
-}
+using soaheap_app::hash4;
 
 /// Genetic and initial traits of an agent, a pure function of its id.
 struct Traits {
@@ -85,7 +79,7 @@ struct World {
   }
   /// Priorities: the low 32 bits (the requester's cell) make keys unique; 0 means "no request".
   SOAHEAP_HD std::uint64_t priority(std::uint64_t salt, std::uint64_t iteration, std::uint32_t cell) const {
-    return ((hash4(seed, salt, iteration, cell) | 1ULL) << 32) | cell;
+    return soaheap_app::request_key(hash4(seed, salt, iteration, cell), cell);
   }
   /// Better target: more sugar, then nearer, then the smaller tie-break hash.
   SOAHEAP_HD bool better(int sugar, int distance, std::uint64_t tie, int best_sugar, int best_distance,
@@ -99,14 +93,7 @@ struct World {
   }
 };
 
-SOAHEAP_HD inline void atomic_max(std::uint64_t* address, std::uint64_t value) {
-  std::uint64_t current = soaheap::detail::atomic_load(address);
-  while (current < value) {
-    const std::uint64_t found = soaheap::detail::atomic_cas(address, current, value);
-    if (found == current) return;
-    current = found;
-  }
-}
+using soaheap_app::atomic_max;
 
 class Agent;
 
@@ -477,48 +464,24 @@ int run_app(int argc, char** argv) {
   world.side = static_cast<std::uint32_t>(options.size);
   world.seed = options.seed;
 
-  const auto run_checked = [&](sugarscape::SugarHeap& heap, const sugarscape::Simulation& simulation, auto&& iterate) {
-    sugarscape::Reference reference(simulation.world());
-    simulation.setup(heap);
-    iterate();
-    for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
-    return reference.compare(heap);
-  };
-
-  const sugarscape::Simulation simulation(world);
   sugarscape::SugarHeap heap(sugarscape::Simulation::heap_options(world, options.backend));
   soaheap_app::AppRun<sugarscape::SugarHeap> run("sugarscape", options, heap);
-  const auto iterate = [&] {
-    for (int it = 0; it < options.iterations; ++it) {
-      simulation.step(heap, static_cast<std::uint64_t>(it));
-      run.after_iteration(it);
-    }
-  };
-  std::uint64_t mismatches = 0;
-  if (world.side <= sugarscape::kReferenceMaxSide) {
-    mismatches = run_checked(heap, simulation, iterate);
-  } else {
-    simulation.setup(heap);
-    iterate();
-  }
-  const std::uint64_t agents = heap.count<sugarscape::Agent>();
-  const double simulation_time = run.elapsed_seconds();
+  std::optional<sugarscape::World> side_world;  // too large for the reference: check a smaller grid
   if (world.side > sugarscape::kReferenceMaxSide) {
-    sugarscape::World small = world;
-    small.side = sugarscape::kReferenceMaxSide / 2;
-    const sugarscape::Simulation small_simulation(small);
-    sugarscape::SugarHeap small_heap(sugarscape::Simulation::heap_options(small, options.backend));
-    mismatches = run_checked(small_heap, small_simulation, [&] {
-      for (int it = 0; it < options.iterations; ++it) small_simulation.step(small_heap, static_cast<std::uint64_t>(it));
-    });
+    side_world = world;
+    side_world->side = sugarscape::kReferenceMaxSide / 2;
   }
+  const soaheap_app::ReferenceCheck check =
+      soaheap_app::run_with_reference_check<sugarscape::Simulation, sugarscape::Reference>(options, run, heap, world,
+                                                                                           side_world);
+  const std::uint64_t agents = heap.count<sugarscape::Agent>();
   heap.validate(soaheap::Validation::structure);
   nlohmann::json extra;
   extra["grid"] = {world.side, world.side};
   extra["agents"] = agents;
-  extra["simulation_time_s"] = simulation_time;
-  extra["self_check_mismatches"] = mismatches;
-  return run.finish(mismatches == 0, extra);
+  extra["simulation_time_s"] = check.simulation_seconds;
+  extra["self_check_mismatches"] = check.mismatches;
+  return run.finish(check.mismatches == 0, extra);
 }
 
 }  // namespace

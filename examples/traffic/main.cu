@@ -10,6 +10,9 @@
 // sequential host reference runs the same rules and is compared cell by cell.
 
 #include "examples/common/app.cuh"
+#include "examples/common/counter_hash.cuh"
+#include "examples/common/reference_check.cuh"
+#include "examples/common/requests.cuh"
 
 #include <soaheap/soaheap.cuh>
 
@@ -27,19 +30,8 @@ constexpr int kSinkStreetEvery = 8;    ///< every 8th street ends in a sink
 constexpr std::uint64_t kSaltRoute = 1, kSaltSlowDown = 2, kSaltSpawn = 3, kSaltInitial = 4, kSaltSpeed = 5,
                         kSaltPriority = 6, kSaltStreetLink = 7;
 
-SOAHEAP_HD inline std::uint64_t hash4(std::uint64_t seed, std::uint64_t salt, std::uint64_t a, std::uint64_t b) {
-  std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^
-                    (a + 1) * 0xd6e8feb86659fd93ULL ^ (b + 1) * 0xff51afd7ed558ccdULL;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 32;
-  return x;
-}
-SOAHEAP_HD inline double uniform(std::uint64_t seed, std::uint64_t salt, std::uint64_t a, std::uint64_t b) {
-  return static_cast<double>(hash4(seed, salt, a, b) >> 11) * (1.0 / 9007199254740992.0);
-}
+using soaheap_app::hash4;
+using soaheap_app::uniform;
 
 /// Model parameters and the procedural network: a pure function of (streets, length, seed), so the
 /// device build and the host reference agree without sharing memory.
@@ -73,7 +65,7 @@ struct Network {
   SOAHEAP_HD int max_velocity(std::uint64_t car) const { return 3 + static_cast<int>(hash4(seed, kSaltSpeed, car, 0) % 3); }
   /// Priority of a car's reservations; the low 32 bits (its cell) make keys unique.
   SOAHEAP_HD std::uint64_t priority(std::uint64_t iteration, std::uint64_t car, std::uint32_t cell) const {
-    return ((hash4(seed, kSaltPriority, iteration, car) | 1ULL) << 32) | cell;
+    return soaheap_app::request_key(hash4(seed, kSaltPriority, iteration, car), cell);
   }
   SOAHEAP_HD bool slows_down(std::uint64_t iteration, std::uint64_t car) const {
     return uniform(seed, kSaltSlowDown, iteration, car) < slow_down_probability;
@@ -90,14 +82,7 @@ struct Network {
   }
 };
 
-SOAHEAP_HD inline void atomic_max(std::uint64_t* address, std::uint64_t value) {
-  std::uint64_t current = soaheap::detail::atomic_load(address);
-  while (current < value) {
-    const std::uint64_t found = soaheap::detail::atomic_cas(address, current, value);
-    if (found == current) return;
-    current = found;
-  }
-}
+using soaheap_app::atomic_max;
 
 class Car;
 
@@ -388,50 +373,25 @@ int run_app(int argc, char** argv) {
   network.streets = static_cast<std::uint32_t>(options.size);
   network.seed = options.seed;
 
-  const auto run_checked = [&](traffic::TrafficHeap& heap, const traffic::Simulation& simulation, auto&& run_iterations) {
-    traffic::Reference reference(simulation.network());
-    simulation.setup(heap);
-    run_iterations();
-    for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
-    return reference.compare(heap);
-  };
-
-  const traffic::Simulation simulation(network);
   traffic::TrafficHeap heap(traffic::Simulation::heap_options(network, options.backend));
   soaheap_app::AppRun<traffic::TrafficHeap> run("traffic", options, heap);
-  const auto run_iterations = [&] {
-    for (int it = 0; it < options.iterations; ++it) {
-      simulation.step(heap, static_cast<std::uint64_t>(it));
-      run.after_iteration(it);
-    }
-  };
-  std::uint64_t mismatches = 0;
-  if (network.streets <= traffic::kReferenceMaxStreets) {
-    mismatches = run_checked(heap, simulation, run_iterations);
-  } else {
-    simulation.setup(heap);
-    run_iterations();
-  }
-  const std::uint64_t cars = heap.count<traffic::Car>();
-  const double total_time = run.elapsed_seconds();
+  std::optional<traffic::Network> side_network;  // too large for the reference: check a small network
   if (network.streets > traffic::kReferenceMaxStreets) {
-    // Too large for the sequential reference: check a small network with the same rules.
-    traffic::Network small = network;
-    small.streets = traffic::kReferenceMaxStreets / 4;
-    const traffic::Simulation small_simulation(small);
-    traffic::TrafficHeap small_heap(traffic::Simulation::heap_options(small, options.backend));
-    mismatches = run_checked(small_heap, small_simulation, [&] {
-      for (int it = 0; it < options.iterations; ++it) small_simulation.step(small_heap, static_cast<std::uint64_t>(it));
-    });
+    side_network = network;
+    side_network->streets = traffic::kReferenceMaxStreets / 4;
   }
+  const soaheap_app::ReferenceCheck check =
+      soaheap_app::run_with_reference_check<traffic::Simulation, traffic::Reference>(options, run, heap, network,
+                                                                                     side_network);
+  const std::uint64_t cars = heap.count<traffic::Car>();
   heap.validate(soaheap::Validation::structure);
   nlohmann::json extra;
   extra["streets"] = network.streets;
   extra["cells"] = network.cell_count();
   extra["cars"] = cars;
-  extra["simulation_time_s"] = total_time;
-  extra["self_check_mismatches"] = mismatches;
-  return run.finish(mismatches == 0, extra);
+  extra["simulation_time_s"] = check.simulation_seconds;
+  extra["self_check_mismatches"] = check.mismatches;
+  return run.finish(check.mismatches == 0, extra);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // deterministic move-request keys, the initial state, and the sequential host reference that
 // both self-checks compare against cell by cell.
 
+#include "examples/common/requests.cuh"
+
 #include <soaheap/base/portability.cuh>
 
 #include <cstdint>
@@ -41,17 +43,10 @@ SOAHEAP_HD inline std::uint64_t hash4(std::uint64_t seed, std::uint64_t iteratio
 /// A move request: higher wins; the low 32 bits name the requesting cell (ties impossible).
 SOAHEAP_HD inline std::uint64_t request_key(std::uint64_t seed, std::uint64_t iteration, std::uint64_t salt,
                                             std::uint32_t cell) {
-  return ((hash4(seed, iteration, salt, cell) | 1ULL) << 32) | cell;
+  return soaheap_app::request_key(hash4(seed, iteration, salt, cell), cell);
 }
 
-SOAHEAP_HD inline void atomic_max(std::uint64_t* address, std::uint64_t value) {
-  std::uint64_t current = soaheap::detail::atomic_load(address);
-  while (current < value) {
-    const std::uint64_t found = soaheap::detail::atomic_cas(address, current, value);
-    if (found == current) return;
-    current = found;
-  }
-}
+using soaheap_app::atomic_max;
 
 enum : std::uint8_t { kEmpty = 0, kFish = 1, kShark = 2 };
 

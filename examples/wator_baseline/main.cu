@@ -6,6 +6,7 @@
 // and compares the final grid with the sequential reference cell by cell.
 
 #include "examples/common/app.cuh"
+#include "examples/common/baseline_result.cuh"
 #include "examples/wa-tor/rules.cuh"
 
 #include <soaheap/core/backend.cuh>
@@ -207,33 +208,18 @@ int run_app(int argc, char** argv) {
     }
   }
   const bool passed = mismatches == 0;
-  nlohmann::json line = {{"app", "wator_baseline"},
-                         {"backend", std::string(soaheap::to_string(backend))},
-                         {"size", options.size},
-                         {"iterations", options.iterations},
-                         {"seed", options.seed},
-                         {"defrag_policy", "none"},
-                         {"defrag_factor", 0},
-                         {"total_time_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
-                         {"simulation_time_s", loop_seconds},
-                         {"defrag_time_s", 0.0},
-                         {"enumeration_time_s", 0.0},
-                         {"objects", {{"Cell", n}, {"Fish", fish}, {"Shark", sharks}}},
-                         {"peak_allocated_blocks", 0},
-                         {"allocated_blocks", 0},
-                         {"block_bytes", 0},
-                         {"heap_bytes", memory_bytes},
-                         {"fragmentation", 0.0},
-                         {"defrag_runs", 0},
-                         {"blocks_freed", 0},
-                         {"objects_moved", 0},
-                         {"grid", {side, side}},
-                         {"fish", fish},
-                         {"sharks", sharks},
-                         {"self_check_mismatches", mismatches},
-                         {"self_check", passed ? "passed" : "failed"}};
-  std::cout << line.dump() << std::endl;
-  return passed ? 0 : 1;
+  soaheap_app::BaselineResult result;
+  result.app = "wator_baseline";
+  result.start = start;
+  result.simulation_seconds = loop_seconds;
+  result.objects = {{"Cell", n}, {"Fish", fish}, {"Shark", sharks}};
+  result.memory_bytes = memory_bytes;
+  result.self_check_passed = passed;
+  result.extra = {{"grid", {side, side}},
+                  {"fish", fish},
+                  {"sharks", sharks},
+                  {"self_check_mismatches", mismatches}};
+  return soaheap_app::finish_baseline(result, backend, options);
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+#pragma once
+/// @file baseline_result.cuh
+/// @brief The JSON result line of a baseline: a hand-written SOA program that solves an
+///        application's problem without the heap. It carries the keys `AppRun::finish` writes, with
+///        the heap-only figures (blocks, fragmentation, defragmentation) at zero, so that
+///        soaheap-bench can put a baseline and its soaheap application side by side.
+
+#include "app.cuh"
+
+#include <soaheap/core/backend.cuh>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <string>
+
+namespace soaheap_app {
+
+/// @brief What a baseline measured, besides its own figures (`extra`).
+struct BaselineResult {
+  std::string app;                                    ///< program name, the "app" key
+  std::chrono::steady_clock::time_point start;        ///< when the run started (for total_time_s)
+  double simulation_seconds = 0;                      ///< time in the iteration loop
+  nlohmann::json objects = nlohmann::json::object();  ///< live objects per class name at the end
+  std::uint64_t memory_bytes = 0;                     ///< memory the baseline allocated for its arrays
+  bool self_check_passed = false;
+  nlohmann::json extra = nlohmann::json::object();    ///< the baseline's own keys, added last
+};
+
+/// @brief Prints @p result's JSON line to stdout.
+/// @return the process exit code: 0 iff the self-check passed
+inline int finish_baseline(const BaselineResult& result, soaheap::Backend backend, const AppOptions& options) {
+  const double total_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - result.start).count();
+  nlohmann::json line = {{"app", result.app},
+                         {"backend", std::string(soaheap::to_string(backend))},
+                         {"size", options.size},
+                         {"iterations", options.iterations},
+                         {"seed", options.seed},
+                         {"defrag_policy", "none"},
+                         {"defrag_factor", 0},
+                         {"total_time_s", total_time_s},
+                         {"simulation_time_s", result.simulation_seconds},
+                         {"defrag_time_s", 0.0},
+                         {"enumeration_time_s", 0.0},
+                         {"objects", result.objects},
+                         {"peak_allocated_blocks", 0},
+                         {"allocated_blocks", 0},
+                         {"block_bytes", 0},
+                         {"heap_bytes", result.memory_bytes},
+                         {"fragmentation", 0.0},
+                         {"defrag_runs", 0},
+                         {"blocks_freed", 0},
+                         {"objects_moved", 0},
+                         {"self_check", result.self_check_passed ? "passed" : "failed"}};
+  for (const auto& item : result.extra.items()) line[item.key()] = item.value();
+  std::cout << line.dump() << std::endl;
+  return result.self_check_passed ? 0 : 1;
+}
+
+}  // namespace soaheap_app
