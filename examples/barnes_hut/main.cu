@@ -367,6 +367,7 @@ int run_app(int argc, char** argv) {
     heap.parallel_do<barnes_hut::Body, &barnes_hut::Body::update>(parameters);
     run.after_iteration(iteration);
   }
+  run.stop_clock();
   const std::uint64_t nodes_before_check = heap.count<barnes_hut::TreeNode>();
   depth = barnes_hut::rebuild(heap, scratch);
   const std::uint64_t violations = barnes_hut::check_tree(heap, bodies);

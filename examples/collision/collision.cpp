@@ -48,18 +48,25 @@ class Body : public soaheap::Object<Body> {
   }
 
   // ---- step 1: forces (device_do over all bodies) ----
-  SOAHEAP_HD void add_pull_on(Body* body) const {
-    if (static_cast<std::uint64_t>(id) == static_cast<std::uint64_t>(body->id)) return;
-    long long ax = body->acceleration_x;
-    long long ay = body->acceleration_y;
-    add_acceleration(body->pos_x, body->pos_y, pos_x, pos_y, mass, ax, ay);
-    body->acceleration_x = ax;
-    body->acceleration_y = ay;
+  // The inner loops of steps 1, 3 and 4 visit every body with device_do. What they need of the
+  // outer body is copied into a local struct once, and results accumulate there: after inlining it
+  // lives in registers, so the inner loop only reads the visited body's fields.
+
+  /// The outer body of step 1 and the pull summed on it.
+  struct Pull {
+    float x, y;
+    std::uint64_t id;
+    long long acceleration_x, acceleration_y;
+  };
+  SOAHEAP_HD void add_pull_on(Pull* pull) const {
+    if (static_cast<std::uint64_t>(id) == pull->id) return;
+    add_acceleration(pull->x, pull->y, pos_x, pos_y, mass, pull->acceleration_x, pull->acceleration_y);
   }
   SOAHEAP_HD void compute_force(const View& heap) {
-    acceleration_x = 0;
-    acceleration_y = 0;
-    soaheap::device_do<Body>(heap, &Body::add_pull_on, this);
+    Pull pull{pos_x, pos_y, id, 0, 0};
+    soaheap::device_do<Body>(heap, &Body::add_pull_on, &pull);
+    acceleration_x = pull.acceleration_x;
+    acceleration_y = pull.acceleration_y;
   }
 
   // ---- step 2: integration ----
@@ -78,40 +85,48 @@ class Body : public soaheap::Object<Body> {
     std::uint64_t id;
     Body* body;
   };
-  SOAHEAP_HD void consider_as_target(Body* candidate, Nearest* best, float radius_squared) const {
-    const std::uint64_t candidate_id = candidate->id;
-    if (candidate_id == static_cast<std::uint64_t>(id)) return;
-    if (!absorbs(candidate->mass, candidate_id, mass, id)) return;
-    const float dx = static_cast<float>(candidate->pos_x) - static_cast<float>(pos_x);
-    const float dy = static_cast<float>(candidate->pos_y) - static_cast<float>(pos_y);
-    const float distance_squared = dx * dx + dy * dy;
-    if (distance_squared > radius_squared) return;
-    if (closer(distance_squared, candidate_id, best->distance_squared, best->id)) *best = {distance_squared, candidate_id, candidate};
-  }
+  /// The outer body of steps 3 and 4 and the nearest match found so far.
+  struct Search {
+    float x, y, mass;
+    std::uint64_t id;
+    float radius_squared;
+    Nearest best;
+  };
   SOAHEAP_HD void find_merge_target(const View& heap, float radius) {
-    Nearest best{radius * radius * 2.0f + 1.0f, kNoBody, nullptr};
-    soaheap::device_do<Body>(heap, &Body::consider_as_target_of, this, &best, radius * radius);
-    merge_target = best.body;
-    merge_target_id = best.id;
+    Search search{pos_x, pos_y, mass, id, radius * radius, {radius * radius * 2.0f + 1.0f, kNoBody, nullptr}};
+    soaheap::device_do<Body>(heap, &Body::consider_as_target_of, &search);
+    merge_target = search.best.body;
+    merge_target_id = search.best.id;
   }
-  // device_do calls candidate->method(args): flip the roles so that `this` is the candidate.
-  SOAHEAP_HD void consider_as_target_of(Body* body, Nearest* best, float radius_squared) {
-    body->consider_as_target(this, best, radius_squared);
+  /// Called on every candidate (`this`) for the searching body: a candidate within the radius that
+  /// absorbs the searcher, nearest first.
+  SOAHEAP_HD void consider_as_target_of(Search* search) {
+    const std::uint64_t candidate_id = id;
+    if (candidate_id == search->id) return;
+    if (!absorbs(mass, candidate_id, search->mass, search->id)) return;
+    const float dx = static_cast<float>(pos_x) - search->x;
+    const float dy = static_cast<float>(pos_y) - search->y;
+    const float distance_squared = dx * dx + dy * dy;
+    if (distance_squared > search->radius_squared) return;
+    if (closer(distance_squared, candidate_id, search->best.distance_squared, search->best.id))
+      search->best = {distance_squared, candidate_id, this};
   }
 
   // ---- step 4: a body without a target accepts the nearest body that targets it ----
-  SOAHEAP_HD void consider_incoming(Body* sink, Nearest* best) {
-    if (static_cast<std::uint64_t>(merge_target_id) != static_cast<std::uint64_t>(sink->id)) return;
-    const float dx = static_cast<float>(pos_x) - static_cast<float>(sink->pos_x);
-    const float dy = static_cast<float>(pos_y) - static_cast<float>(sink->pos_y);
+  SOAHEAP_HD void consider_incoming(Search* sink) {
+    if (static_cast<std::uint64_t>(merge_target_id) != sink->id) return;
+    const float dx = static_cast<float>(pos_x) - sink->x;
+    const float dy = static_cast<float>(pos_y) - sink->y;
     const float distance_squared = dx * dx + dy * dy;
-    if (closer(distance_squared, id, best->distance_squared, best->id)) *best = {distance_squared, id, this};
+    if (closer(distance_squared, id, sink->best.distance_squared, sink->best.id))
+      sink->best = {distance_squared, id, this};
   }
   SOAHEAP_HD void accept_merge(const View& heap) {
     accepted_id = std::uint64_t{kNoBody};
     if (static_cast<std::uint64_t>(merge_target_id) != kNoBody) return;
-    Nearest best{INFINITY, kNoBody, nullptr};
-    soaheap::device_do<Body>(heap, &Body::consider_incoming, this, &best);
+    Search sink{pos_x, pos_y, mass, id, 0.0f, {INFINITY, kNoBody, nullptr}};
+    soaheap::device_do<Body>(heap, &Body::consider_incoming, &sink);
+    const Nearest best = sink.best;
     if (best.body == nullptr) return;
     float new_mass = mass, x = pos_x, y = pos_y, vx = vel_x, vy = vel_y;
     Body* other = best.body;
@@ -178,6 +193,7 @@ int run(int argc, char** argv) {
     heap.parallel_do<Body, &Body::finish_merge>(heap.view());
     app.after_iteration(iteration);
   }
+  app.stop_clock();
   const double mass_after = total_mass(heap);
   const bool conserved = std::fabs(mass_after - mass_before) <= kMassTolerance * mass_before;
   return app.finish(conserved, {{"bodies_left", heap.count<Body>()},

@@ -19,13 +19,10 @@ SOAHEAP_HD inline std::uint64_t request_key(std::uint64_t random_priority, std::
 }
 
 /// @brief Raises @p *address to @p value if that is larger (a request of the request phase).
+///        One native 64-bit atomic max (not a CAS loop): requests for one place contend only in
+///        hardware.
 SOAHEAP_HD inline void atomic_max(std::uint64_t* address, std::uint64_t value) {
-  std::uint64_t current = soaheap::detail::atomic_load(address);
-  while (current < value) {
-    const std::uint64_t found = soaheap::detail::atomic_cas(address, current, value);
-    if (found == current) return;
-    current = found;
-  }
+  soaheap::detail::atomic_max(address, value);
 }
 
 }  // namespace soaheap_app

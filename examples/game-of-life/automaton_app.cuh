@@ -52,6 +52,7 @@ inline int run_automaton_app(const AutomatonApp& app, int argc, char** argv) {
     run.after_iteration(it);
     if (run.defrag_runs() != defrag_runs) life.reregister(heap);
   }
+  run.stop_clock();
   heap.validate();  // throws (exit code 2) when a heap invariant or a pointer field is broken
   const std::uint64_t alive = heap.count<Alive>();
 

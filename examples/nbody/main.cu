@@ -162,6 +162,7 @@ int run_app(int argc, char** argv) {
     heap.parallel_do<nbody::Body, &nbody::Body::update>(parameters.time_step);
     run.after_iteration(iteration);
   }
+  run.stop_clock();
 
   const nbody::Totals after = nbody::measure(heap, gravity, parameters.softening);
   const double momentum_error = std::hypot(after.momentum_x - before.momentum_x, after.momentum_y - before.momentum_y) /

@@ -452,6 +452,7 @@ int run_app(int argc, char** argv) {
     run.after_iteration(it);
   }
   bfs_and_remove();
+  run.stop_clock();
   if (!check_every_bfs) violations += structure::check_connectivity(heap);
   heap.validate();  // throws (exit code 2) when a heap invariant or a pointer field is broken
 

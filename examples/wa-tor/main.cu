@@ -338,6 +338,7 @@ int run_app(int argc, char** argv) {
       simulation.step(heap, it);
       run.after_iteration(it);
     }
+    run.stop_clock();
   };
   if (side <= kReferenceMaxSide) {
     mismatches = check_run(heap, simulation, run_main);

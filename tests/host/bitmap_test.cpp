@@ -42,6 +42,19 @@ TEST(BitmapShape, LevelsShrinkBy64UntilOneWord) {
   EXPECT_EQ(soaheap::BitmapShape::for_bits(65).level_count, 2);
 }
 
+TEST(BitmapView, RecomputedLevelOffsetsMatchTheShape) {
+  for (const std::uint64_t bits : {1ull, 63ull, 64ull, 65ull, 4095ull, 4096ull, 4097ull, 262143ull, 262145ull,
+                                   (1ull << 24) + 7, (1ull << 30) + 1}) {
+    const soaheap::BitmapShape shape = soaheap::BitmapShape::for_bits(bits);
+    std::uint64_t dummy = 0;
+    const soaheap::BitmapView view(&dummy, shape);
+    EXPECT_EQ(view.level_count(), shape.level_count) << bits;
+    EXPECT_EQ(view.size(), bits);
+    for (int level = 0; level < shape.level_count; ++level)
+      EXPECT_EQ(view.level_offset(level), shape.level_offset[level]) << "bits " << bits << " level " << level;
+  }
+}
+
 TEST(Bitmap, SetClearTryAndGet) {
   OwnedBitmap bitmap(10000);
   EXPECT_TRUE(bitmap.view.appears_empty());

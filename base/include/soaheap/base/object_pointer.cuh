@@ -23,10 +23,15 @@ inline constexpr int kSlotsPerBlock = 64;   ///< one 64-bit allocation bitmap pe
 inline constexpr std::uintptr_t kObjectAlignment = 128;   ///< data segments start on 128-byte boundaries
 inline constexpr std::uint64_t kAddressMask = (std::uint64_t{1} << kAddressBits) - 1;
 
+/// The masks are no-ops for valid arguments (the heap checks its addresses at creation); they tell
+/// the compiler which bits each part occupies, so that where the class is known at compile time
+/// (parallel_do, new) it folds capacity and class back out of the pointer and a field access
+/// becomes one multiply-add on the block address, as in hand-written SOA code.
 SOAHEAP_HD inline std::uint64_t make_object_pointer(std::uint64_t data_address, int slot, int capacity, int class_id) {
-  return data_address | (static_cast<std::uint64_t>(slot) << kSlotShift) |
-         (static_cast<std::uint64_t>(capacity - 1) << kCapacityShift) |
-         (static_cast<std::uint64_t>(class_id) << kClassIdShift);
+  return (data_address & kAddressMask & ~static_cast<std::uint64_t>(kObjectAlignment - 1)) |
+         ((static_cast<std::uint64_t>(slot) & 63) << kSlotShift) |
+         ((static_cast<std::uint64_t>(capacity - 1) & 63) << kCapacityShift) |
+         ((static_cast<std::uint64_t>(class_id) & 31) << kClassIdShift);
 }
 
 /// Strips a field's member offset, leaving the tagged object pointer.

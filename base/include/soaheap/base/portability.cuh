@@ -3,7 +3,9 @@
 /// @brief The thin layer that lets every algorithm be written once for the cuda and host backends:
 ///        function qualifiers, 64-bit atomics, bit tricks and fences.
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #if defined(__CUDACC__)
 #define SOAHEAP_HD __host__ __device__
@@ -81,6 +83,33 @@ SOAHEAP_HD inline std::uint64_t atomic_fetch_add(std::uint64_t* address, std::ui
 #endif
 }
 
+/// fetch_or with acquire ordering: the caller's later reads see what the writer published before
+/// the value this read-modify-write observed (a lighter alternative to fetch_or + full fence).
+SOAHEAP_HD inline std::uint64_t atomic_fetch_or_acquire(std::uint64_t* address, std::uint64_t mask) {
+#if SOAHEAP_DEVICE_CODE
+  unsigned long long before;
+  asm volatile("atom.acquire.gpu.global.or.b64 %0, [%1], %2;"
+               : "=l"(before)
+               : "l"(address), "l"(static_cast<unsigned long long>(mask))
+               : "memory");
+  return before;
+#else
+  return __atomic_fetch_or(address, mask, __ATOMIC_SEQ_CST);
+#endif
+}
+
+/// atomicMax for unsigned 64-bit values.
+SOAHEAP_HD inline void atomic_max(std::uint64_t* address, std::uint64_t value) {
+#if SOAHEAP_DEVICE_CODE
+  atomicMax(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
+#else
+  std::uint64_t current = __atomic_load_n(address, __ATOMIC_SEQ_CST);
+  while (current < value &&
+         !__atomic_compare_exchange_n(address, &current, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+#endif
+}
+
 /// Compare-and-swap; returns the value found at @p address.
 SOAHEAP_HD inline std::uint64_t atomic_cas(std::uint64_t* address, std::uint64_t expected, std::uint64_t desired) {
 #if SOAHEAP_DEVICE_CODE
@@ -99,6 +128,28 @@ SOAHEAP_HD inline void memory_fence() {
 #else
   // Host atomics are all seq_cst, so they are already totally ordered with each other; a fence
   // would add nothing (and ThreadSanitizer does not model fences).
+#endif
+}
+
+/// Release ordering for publication (store data; release_fence(); store flag): cheaper than the
+/// sequentially consistent memory_fence() where no later load must be ordered after a store.
+SOAHEAP_HD inline void release_fence() {
+#if SOAHEAP_DEVICE_CODE
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#endif
+}
+
+/// Pauses a thread that found nothing to do because others are mid-way, for longer each @p round.
+SOAHEAP_HD inline void back_off(int round) {
+  const int shift = round < 10 ? round : 10;
+#if SOAHEAP_DEVICE_CODE
+  __nanosleep(64u << shift);
+#else
+  if (shift < 3) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(1 << shift));
+  }
 #endif
 }
 

@@ -202,11 +202,6 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
 /// @throw config_error naming the first offending key and value.
 void validate(const DefragConfig& config, const std::vector<ClassInfo>& classes);
 
-// Functions that may read TOML. nvcc-compiled CUDA sources cannot include
-// toml++ (see SOAHEAP_DEFRAG_CONFIG_TOML), so these functions differ between
-// .cu and .cpp files; the inline namespace gives each variant its own symbol,
-// so that a program mixing both kinds of files links two distinct functions
-// rather than two conflicting definitions of one.
 /// @brief Parses a TOML configuration document.
 ///
 /// Checks every key, type and range, that class tables name managed classes,

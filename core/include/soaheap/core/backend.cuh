@@ -29,6 +29,18 @@ inline Backend parse_backend(std::string_view name) {
   throw invalid_argument("unknown backend '" + std::string(name) + "': expected 'host' or 'cuda'");
 }
 
+/// @brief Multiprocessors of the current CUDA device (0 without one).
+inline int cuda_multiprocessors() {
+#if SOAHEAP_HAS_CUDA
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
+  return count;
+#else
+  return 0;
+#endif
+}
+
 /// @brief True when this translation unit can run the cuda backend and a GPU is present.
 inline bool cuda_available() {
 #if SOAHEAP_HAS_CUDA
@@ -52,6 +64,18 @@ __global__ void for_each_thread_kernel(Body body, std::uint64_t count) {
     body(tid);
   }
 }
+
+/// The thread count lives in device memory (written by an earlier kernel of the same stream), so
+/// the host launches without waiting for it: a grid of at most one wave strides over it.
+template <class Body>
+__global__ void for_each_counted_thread_kernel(Body body, const std::uint64_t* count, std::uint64_t scale) {
+  const std::uint64_t total = *count * scale;
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; tid < total;
+       tid += stride) {
+    body(tid);
+  }
+}
 #endif
 
 /// Where kernels of one heap run: the backend, the host pool, the CUDA stream.
@@ -65,6 +89,13 @@ struct Executor {
   /// Runs body(tid) for tid in [0, count) and waits for it to finish.
   template <class Body>
   void run(std::uint64_t count, const Body& body) const {
+    launch(count, body);
+    synchronize();
+  }
+
+  /// Runs body(tid) for tid in [0, count): asynchronously on cuda (stream order), at once on host.
+  template <class Body>
+  void launch(std::uint64_t count, const Body& body) const {
     if (count == 0) return;
     if (backend == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
@@ -73,12 +104,50 @@ struct Executor {
       const unsigned grid = static_cast<unsigned>(blocks < kMaxGrid ? blocks : kMaxGrid);
       for_each_thread_kernel<<<grid, kThreadsPerCudaBlock, 0, stream>>>(body, count);
       SOAHEAP_CUDA_CHECK(cudaGetLastError());
-      SOAHEAP_CUDA_CHECK(cudaStreamSynchronize(stream));
 #else
       throw usage_error("the cuda backend is not compiled into this translation unit (compile it with nvcc)");
 #endif
     } else {
       pool->run(count, [&body](std::uint64_t tid) { body(tid); });
+    }
+  }
+
+  /// Runs body(tid) for tid in [0, *count · scale) where @p count is in the backend's memory and
+  /// may be written by an earlier launch; @p max_count bounds it. Never waits on cuda.
+  template <class Body>
+  void launch_counted(const std::uint64_t* count, std::uint64_t scale, std::uint64_t max_count, const Body& body) const {
+    if (max_count == 0) return;
+    if (backend == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+      // One wave of resident thread blocks (computed once per kernel), or fewer for small bounds.
+      // (The program's device is assumed not to change between launches of one kernel.)
+      static const std::uint64_t resident = [] {
+        int per_multiprocessor = 0;
+        SOAHEAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_multiprocessor, for_each_counted_thread_kernel<Body>, kThreadsPerCudaBlock, 0));
+        const int multiprocessors = cuda_multiprocessors();
+        return static_cast<std::uint64_t>(per_multiprocessor < 1 ? 1 : per_multiprocessor) *
+               static_cast<std::uint64_t>(multiprocessors < 1 ? 1 : multiprocessors);
+      }();
+      const std::uint64_t blocks = (max_count + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
+      const unsigned grid = static_cast<unsigned>(blocks < resident ? blocks : resident);
+      for_each_counted_thread_kernel<<<grid, kThreadsPerCudaBlock, 0, stream>>>(body, count, scale);
+      SOAHEAP_CUDA_CHECK(cudaGetLastError());
+#else
+      throw usage_error("the cuda backend is not compiled into this translation unit (compile it with nvcc)");
+#endif
+    } else {
+      const std::uint64_t total = atomic_load(count) * scale;
+      if (total != 0) pool->run(total, [&body](std::uint64_t tid) { body(tid); });
+    }
+  }
+
+  /// Waits for every launch so far (cuda) and reports a failed kernel.
+  void synchronize() const {
+    if (backend == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+      SOAHEAP_CUDA_CHECK(cudaStreamSynchronize(stream));
+#endif
     }
   }
 };

@@ -44,6 +44,11 @@ struct BitmapShape {
 };
 
 /// @brief A non-owning, trivially copyable view of a hierarchical bitmap (usable in kernels and host threads).
+///
+/// It keeps only scalars (no per-level arrays): the words of a level are found by walking up from
+/// level 0, a few integer operations per level. An array indexed by a run-time level would make
+/// the compiler place every copy of the view in local memory, which the allocation path used to
+/// pay for with hundreds of local stores per kernel.
 class BitmapView {
  public:
   static constexpr std::uint64_t kNotFound = ~std::uint64_t{0};
@@ -51,10 +56,11 @@ class BitmapView {
   static constexpr int kClearAnyAttempts = 64;
 
   BitmapView() = default;
-  SOAHEAP_HD BitmapView(std::uint64_t* words, const BitmapShape& shape) : words_(words), shape_(shape) {}
+  SOAHEAP_HD BitmapView(std::uint64_t* words, const BitmapShape& shape)
+      : words_(words), bit_count_(shape.bit_count), level0_words_(shape.level_words[0]), level_count_(shape.level_count) {}
 
-  SOAHEAP_HD std::uint64_t size() const { return shape_.bit_count; }
-  SOAHEAP_HD const BitmapShape& shape() const { return shape_; }
+  SOAHEAP_HD std::uint64_t size() const { return bit_count_; }
+  SOAHEAP_HD int level_count() const { return level_count_; }
   SOAHEAP_HD std::uint64_t* words() const { return words_; }
 
   SOAHEAP_HD bool get(std::uint64_t position) const {
@@ -71,13 +77,13 @@ class BitmapView {
   SOAHEAP_HD void assign(std::uint64_t position, bool value) const { update(position, value); }
 
   /// @brief True when no bit appears set (exact when no operation is in flight).
-  SOAHEAP_HD bool appears_empty() const { return detail::atomic_load(&word(shape_.level_count - 1, 0)) == 0; }
+  SOAHEAP_HD bool appears_empty() const { return detail::atomic_load(&word(level_count_ - 1, 0)) == 0; }
 
   /// @brief Position of some set bit, chosen top-down with rotation by @p seed, or kNotFound.
   /// May miss set bits while other threads are changing the bitmap; callers retry.
   SOAHEAP_HD std::uint64_t try_find_set(std::uint32_t seed) const {
     std::uint64_t index = 0;
-    for (int level = shape_.level_count - 1; level >= 0; --level) {
+    for (int level = level_count_ - 1; level >= 0; --level) {
       const std::uint64_t value = detail::atomic_load(&word(level, index));
       const int bit = detail::pick_set_bit(value, detail::mix_seed(seed + static_cast<std::uint32_t>(level)));
       if (bit < 0) return kNotFound;
@@ -101,8 +107,17 @@ class BitmapView {
   }
 
   /// @brief Word @p index of level @p level (level 0 holds the bits themselves).
-  SOAHEAP_HD std::uint64_t& word(int level, std::uint64_t index) const {
-    return words_[shape_.level_offset[level] + index];
+  SOAHEAP_HD std::uint64_t& word(int level, std::uint64_t index) const { return words_[level_offset(level) + index]; }
+
+  /// First word of @p level in the storage (BitmapShape::level_offset, recomputed).
+  SOAHEAP_HD std::uint64_t level_offset(int level) const {
+    std::uint64_t offset = 0;
+    std::uint64_t words = level0_words_;
+    for (int below = 0; below < level; ++below) {
+      offset += words;
+      words = (words + 63) / 64;
+    }
+    return offset;
   }
 
  private:
@@ -120,7 +135,7 @@ class BitmapView {
   /// Re-derives parent bits after word (level, index) turned empty or non-empty, climbing while the
   /// parent word's own emptiness may have flipped.
   SOAHEAP_HD void propagate(int level, std::uint64_t index) const {
-    while (level + 1 < shape_.level_count) {
+    while (level + 1 < level_count_) {
       std::uint64_t* child = &word(level, index);
       std::uint64_t* parent = &word(level + 1, index / 64);
       const std::uint64_t mask = std::uint64_t{1} << (index % 64);
@@ -143,7 +158,9 @@ class BitmapView {
   }
 
   std::uint64_t* words_ = nullptr;
-  BitmapShape shape_{};
+  std::uint64_t bit_count_ = 0;
+  std::uint64_t level0_words_ = 0;
+  int level_count_ = 0;
 };
 
 }  // namespace soaheap

@@ -6,6 +6,7 @@
 
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/detail/kernels.cuh>
+#include <soaheap/core/detail/operation_timer.cuh>
 #include <soaheap/core/errors.hpp>
 #include <soaheap/core/heap_view.cuh>
 #include <soaheap/core/memory.cuh>
@@ -34,6 +35,8 @@ struct HeapOptions {
   std::uint64_t objects = 0;     ///< or: room for this many objects of the smallest class
   Backend backend = Backend::host;
   unsigned host_threads = 0;     ///< host backend worker threads; 0 = all cores
+  /// Time the enumeration step of every parallel_do (CUDA events; see Heap::enumeration_seconds()).
+  bool time_enumeration = false;
 };
 
 /// @brief How thorough `validate()` is.
@@ -74,6 +77,8 @@ class Heap {
     runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState));
     statistics_counters_ = detail::Memory(
         options.backend, kClassCount * detail::StatisticsKernel<View>::kCounters * sizeof(std::uint64_t));
+    block_lists_.resize(View::kBitmapCount);
+    enumeration_timer_.enabled = options.time_enumeration;
     check_address_space();
     initialize();
   }
@@ -132,13 +137,17 @@ class Heap {
 
   // ---- bulk operations ---------------------------------------------------------------------------
 
-  /// @brief Runs body(tid) for tid in [0, count) as one kernel (CUDA grid or host threads), then
-  /// reports errors the kernel recorded. @p body must be callable on the device for the cuda backend.
+  // Bulk operations are asynchronous on the cuda backend: they only enqueue kernels on the heap's
+  // stream, allocate nothing and never wait for the GPU. Errors that kernels record (out of memory,
+  // bad destroys) are thrown by the next synchronizing call: synchronize(), stats(), count(),
+  // for_each(), validate(), defragmentation, or the block counters. The host backend behaves the same.
+
+  /// @brief Runs body(tid) for tid in [0, count) as one kernel (CUDA grid or host threads).
+  /// @p body must be callable on the device for the cuda backend.
   template <class Body>
   void launch(std::uint64_t count, const Body& body) {
     const OperationGuard guard(*this, "launch");
-    executor_.run(count, body);
-    throw_recorded_error();
+    executor_.launch(count, body);
   }
 
   /// @brief Creates @p count objects of T in parallel; object i is constructed as T(i, arguments...).
@@ -146,36 +155,52 @@ class Heap {
   void parallel_new(std::uint64_t count, const Arguments&... arguments) {
     const OperationGuard guard(*this, "parallel_new");
     using Pack = decltype(detail::make_argument_pack(arguments...));
-    executor_.run(count, detail::ParallelNewKernel<View, T, Pack>{view(), detail::make_argument_pack(arguments...)});
+    executor_.launch(count, detail::ParallelNewKernel<View, T, Pack>{view(), detail::make_argument_pack(arguments...)});
+  }
+
+  /// @brief Waits for every operation so far and throws the first error a kernel recorded.
+  /// @throw out_of_memory, usage_error as recorded by kernels; cuda_error for a failed kernel
+  void synchronize() const {
+    executor_.synchronize();
     throw_recorded_error();
   }
 
   /// @brief Runs `Method` on every object of T and its subclasses that exists when the call starts.
   /// Objects created meanwhile are not visited; the method may destroy `this`.
+  /// Two kernels whatever the class count: one lists the blocks of every concrete subclass and takes
+  /// their iteration snapshots (so objects of one subclass created by the method of another are not
+  /// visited either), then one method kernel per subclass reads its block count on the device.
   template <class T, auto Method, class... Arguments>
   void parallel_do(const Arguments&... arguments) {
     const OperationGuard guard(*this, "parallel_do");
-    using Pack = decltype(detail::make_argument_pack(arguments...));
-    const Pack pack = detail::make_argument_pack(arguments...);
-    // Snapshot every class before running any method, so objects of one subclass created by the
-    // method of another are not visited either.
-    std::vector<BlockList> lists;
-    const auto enumeration_start = std::chrono::steady_clock::now();
-    View::template for_each_concrete_subclass<T>([&](auto tag) {
-      using C = detail::tag_type_t<decltype(tag)>;
-      lists.push_back(enumerate_blocks(1 + class_id<C>));
-      executor_.run(lists.back().count,
-                    detail::SnapshotIterationKernel<View>{view(), lists.back().ids(), View::full_mask(class_id<C>)});
-    });
-    enumeration_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - enumeration_start).count();
-    std::size_t list = 0;
-    View::template for_each_concrete_subclass<T>([&](auto tag) {
-      using C = detail::tag_type_t<decltype(tag)>;
-      const BlockList& blocks = lists[list++];
-      executor_.run(blocks.count * static_cast<std::uint64_t>(capacity<C>),
-                    detail::ParallelDoKernel<View, T, C, Method, Pack>{view(), blocks.ids(), pack});
-    });
-    throw_recorded_error();
+    constexpr int kTargets = concrete_subclass_count<T>();
+    if constexpr (kTargets > 0) {
+      using Pack = decltype(detail::make_argument_pack(arguments...));
+      const Pack pack = detail::make_argument_pack(arguments...);
+      const View heap_view = view();
+      detail::EnumerateKernel<View, kTargets> enumerate{heap_view, shape_.level_words[0], {}};
+      int target = 0;
+      View::template for_each_concrete_subclass<T>([&](auto tag) {
+        using C = detail::tag_type_t<decltype(tag)>;
+        enumerate.targets[target++] = next_enumeration(class_id<C>);
+      });
+      enumeration_timer_.start(executor_);
+      executor_.launch(static_cast<std::uint64_t>(kTargets) * shape_.level_words[0], enumerate);
+      enumeration_timer_.stop(executor_);
+      target = 0;
+      View::template for_each_concrete_subclass<T>([&](auto tag) {
+        using C = detail::tag_type_t<decltype(tag)>;
+        const detail::EnumerationTarget& list = enumerate.targets[target++];
+        executor_.launch_counted(list.count, capacity<C>, block_count_ * capacity<C>,
+                                 detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, pack});
+      });
+    }
+  }
+
+  /// Number of concrete classes of the heap that are T or derive from it.
+  template <class T>
+  static constexpr int concrete_subclass_count() {
+    return (0 + ... + static_cast<int>(std::is_base_of_v<T, Classes> && !Classes::kAbstract));
   }
 
   /// @brief Host-side visit of every live object of T and its subclasses (a copy for the cuda
@@ -197,14 +222,31 @@ class Heap {
     return total;
   }
 
-  /// @brief Seconds parallel_do has spent enumerating blocks (stream compaction and iteration
-  /// snapshots) since the heap was created: the enumeration overhead of the DynaSOAr paper.
-  double enumeration_seconds() const { return enumeration_seconds_; }
+  /// @brief Seconds parallel_do has spent enumerating blocks (block lists and iteration snapshots)
+  /// since the heap was created: the enumeration overhead of the DynaSOAr paper. Measured only with
+  /// HeapOptions::time_enumeration (by CUDA events on cuda); 0 otherwise. Synchronizes.
+  double enumeration_seconds() const { return enumeration_timer_.seconds(executor_); }
+
+  /// @brief Blocks in use now (not free). Synchronizes.
+  std::uint64_t allocated_block_count() const {
+    return read_runtime_counter(offsetof(detail::HeapRuntimeState, allocated_blocks));
+  }
+  /// @brief The most blocks in use at any time since the heap was created or the peak was reset,
+  /// kept on the device by the allocator (no statistics kernel needed). Synchronizes.
+  std::uint64_t peak_allocated_blocks() const {
+    return read_runtime_counter(offsetof(detail::HeapRuntimeState, peak_allocated_blocks));
+  }
+  /// @brief Restarts peak tracking from the blocks in use now.
+  void reset_peak_allocated_blocks() {
+    const std::uint64_t now = allocated_block_count();
+    runtime_.copy_from_host(offsetof(detail::HeapRuntimeState, peak_allocated_blocks), &now, sizeof(now));
+  }
 
   // ---- statistics and checks --------------------------------------------------------------------
 
   /// @brief Per-class occupancy, computed by one kernel over the block headers.
   HeapStats stats() const {
+    synchronize();
     constexpr int kCounters = detail::StatisticsKernel<View>::kCounters;
     detail::Memory& counters = statistics_counters_;
     counters.fill_zero();
@@ -300,30 +342,45 @@ class Heap {
   }
   int defrag_factor(int class_index) const { return defrag_factor_[class_index]; }
 
-  /// @brief Sorted ids of the blocks whose bit is set in bitmap @p bitmap_index (stream compaction).
+  /// @brief Block ids in memory of the heap's backend (owned by the heap: valid until the next
+  /// enumeration of the same bitmap).
   struct BlockList {
-    detail::Memory memory;
+    std::uint32_t* id_array = nullptr;
     std::uint64_t count = 0;
-    const std::uint32_t* ids() const { return memory.as<std::uint32_t>(); }
-    std::uint32_t* ids() { return memory.as<std::uint32_t>(); }
+    Backend backend = Backend::host;
+    const std::uint32_t* ids() const { return id_array; }
+    std::uint32_t* ids() { return id_array; }
+    /// Id number @p index, read to the host.
+    std::uint32_t id_at(std::uint64_t index) const {
+      std::uint32_t id = 0;
+      if (backend == Backend::host) return id_array[index];
+#if SOAHEAP_HAS_CUDA
+      SOAHEAP_CUDA_CHECK(cudaMemcpy(&id, id_array + index, sizeof(id), cudaMemcpyDeviceToHost));
+#endif
+      return id;
+    }
   };
+  /// @brief Sorted ids of the blocks whose bit is set in bitmap @p bitmap_index (stream compaction
+  /// into a buffer the heap keeps per bitmap; the count is read back, so this synchronizes).
   BlockList enumerate_blocks(int bitmap_index) const {
+    ListBuffer& buffer = list_buffer(bitmap_index);
     BlockList list;
-    list.memory = detail::Memory(options_.backend, (block_count_ + 1) * sizeof(std::uint32_t));
+    list.id_array = buffer.ids.template as<std::uint32_t>();
+    list.backend = options_.backend;
     const std::uint64_t* level0 = view().bitmap(bitmap_index).words();
     if (options_.backend == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
-      detail::Memory selected(Backend::cuda, sizeof(std::uint64_t));
+      std::uint64_t* selected = buffer.counters.template as<std::uint64_t>() + 2;
       const thrust::counting_iterator<std::uint32_t> indices(0);
       std::size_t temp_bytes = 0;
-      SOAHEAP_CUDA_CHECK(cub::DeviceSelect::If(nullptr, temp_bytes, indices, list.ids(),
-                                                selected.as<std::uint64_t>(), static_cast<std::int64_t>(block_count_),
-                                                detail::BitIsSet{level0}, executor_.stream));
+      SOAHEAP_CUDA_CHECK(cub::DeviceSelect::If(nullptr, temp_bytes, indices, list.ids(), selected,
+                                                static_cast<std::int64_t>(block_count_), detail::BitIsSet{level0},
+                                                executor_.stream));
       ensure_scratch(temp_bytes);
-      SOAHEAP_CUDA_CHECK(cub::DeviceSelect::If(scratch_.get(), temp_bytes, indices, list.ids(),
-                                                selected.as<std::uint64_t>(), static_cast<std::int64_t>(block_count_),
-                                                detail::BitIsSet{level0}, executor_.stream));
-      selected.copy_to_host(&list.count, 0, sizeof(std::uint64_t));
+      SOAHEAP_CUDA_CHECK(cub::DeviceSelect::If(scratch_.get(), temp_bytes, indices, list.ids(), selected,
+                                                static_cast<std::int64_t>(block_count_), detail::BitIsSet{level0},
+                                                executor_.stream));
+      buffer.counters.copy_to_host(&list.count, 2 * sizeof(std::uint64_t), sizeof(std::uint64_t));
 #endif
     } else {
       std::uint32_t* out = list.ids();
@@ -370,6 +427,7 @@ class Heap {
     View view;
   };
   Snapshot take_snapshot(bool with_data) const {
+    synchronize();
     Snapshot snapshot;
     snapshot.headers.resize(block_count_);
     headers_.copy_to_host(snapshot.headers.data(), 0, headers_.bytes());
@@ -458,6 +516,40 @@ class Heap {
     if (scratch_.bytes() < bytes) scratch_ = detail::Memory(options_.backend, bytes);
   }
 
+  /// Block-id storage of one bitmap, made on its first enumeration and reused ever after.
+  /// counters: [0] and [1] alternate as the count of parallel_do enumerations (each zeroes the one
+  /// the next will use, so no separate reset is needed), [2] receives stream compaction counts.
+  struct ListBuffer {
+    detail::Memory ids;
+    detail::Memory counters;
+    int parity = 0;
+  };
+  ListBuffer& list_buffer(int bitmap_index) const {
+    ListBuffer& buffer = block_lists_[bitmap_index];
+    if (buffer.ids.get() == nullptr) {
+      buffer.ids = detail::Memory(options_.backend, (block_count_ + 1) * sizeof(std::uint32_t));
+      buffer.counters = detail::Memory(options_.backend, 3 * sizeof(std::uint64_t));
+      buffer.counters.fill_zero();
+    }
+    return buffer;
+  }
+  /// The list an EnumerateKernel fills for the allocated blocks of @p class_index.
+  detail::EnumerationTarget next_enumeration(int class_index) const {
+    ListBuffer& buffer = list_buffer(1 + class_index);
+    std::uint64_t* counters = buffer.counters.template as<std::uint64_t>();
+    const detail::EnumerationTarget target{class_index, View::full_mask(class_index), buffer.ids.template as<std::uint32_t>(),
+                                           counters + buffer.parity, counters + (1 - buffer.parity)};
+    buffer.parity = 1 - buffer.parity;
+    return target;
+  }
+
+  std::uint64_t read_runtime_counter(std::size_t offset) const {
+    synchronize();
+    std::uint64_t value = 0;
+    runtime_.copy_to_host(&value, offset, sizeof(value));
+    return value;
+  }
+
   HeapOptions options_;
   std::uint64_t block_count_ = 0;
   BitmapShape shape_{};
@@ -469,7 +561,8 @@ class Heap {
   detail::Memory runtime_;
   mutable detail::Memory scratch_;
   mutable detail::Memory statistics_counters_;
-  double enumeration_seconds_ = 0;
+  mutable std::vector<ListBuffer> block_lists_;
+  mutable detail::OperationTimer enumeration_timer_;
   int defrag_factor_[kClassCount] = {};
   mutable std::atomic<bool> busy_{false};
 };

@@ -50,6 +50,10 @@ struct HeapRuntimeState {
   /// Allocations between taking a block from the free bitmap and publishing it as active: while
   /// any is in flight an empty-looking heap is not yet out of memory.
   std::uint64_t blocks_in_transit;
+  /// Blocks not in the free bitmap, and the most there have been since the last reset: kept by the
+  /// block slow paths so that tracking peak memory needs no statistics kernel.
+  std::uint64_t allocated_blocks;
+  std::uint64_t peak_allocated_blocks;
   int defrag_threshold[kMaxClasses];       ///< a block is a defrag candidate with at most this many objects
 };
 
@@ -101,6 +105,14 @@ class HeapView {
   SOAHEAP_HD int defrag_threshold(int class_index) const {
     return static_cast<int>(detail::atomic_load(reinterpret_cast<const std::uint32_t*>(&state->defrag_threshold[class_index])));
   }
+
+  // ---- block accounting --------------------------------------------------------------------------------
+  /// Called by whoever takes a block out of the free bitmap.
+  SOAHEAP_HD void count_block_taken() const {
+    detail::atomic_max(&state->peak_allocated_blocks, detail::atomic_fetch_add(&state->allocated_blocks, 1) + 1);
+  }
+  /// Called by whoever returns a block to the free bitmap.
+  SOAHEAP_HD void count_block_freed() const { detail::atomic_fetch_add(&state->allocated_blocks, ~std::uint64_t{0}); }
 
   // ---- addresses -------------------------------------------------------------------------------------
   SOAHEAP_HD std::uint64_t data_address(std::uint64_t block) const { return data_base + block * Layout::kDataBytes; }
@@ -162,6 +174,7 @@ class HeapView {
         const std::uint64_t slots = detail::low_bits(wanted < kCapacity ? wanted : kCapacity);
         initialize_block(block, kClass, slots);
         detail::atomic_fetch_add(&state->blocks_in_transit, ~std::uint64_t{0});  // -1
+        count_block_taken();  // after publishing: keeps the in-transit window short
         return {block, slots};
       }
       detail::atomic_fetch_add(&state->blocks_in_transit, ~std::uint64_t{0});
@@ -169,10 +182,14 @@ class HeapView {
       // otherwise be missed by a thread that looked in the short window before it was published).
       // Many starving threads keep that counter above zero for each other, so after a few rounds
       // that all found nothing the answer stands anyway: publishing a block takes far less time.
-      if (active.appears_empty() &&
-          (detail::atomic_load(&state->blocks_in_transit) == 0 || ++empty_rounds >= detail::kOutOfMemoryConfirmations)) {
-        record_error(HeapErrorKind::out_of_memory, kClass, block_count);
-        return {0, 0};
+      // Between such rounds the thread backs off, growing the pause, so that a publisher that was
+      // descheduled (host threads on few cores) gets the time to finish before the answer stands.
+      if (active.appears_empty()) {
+        if (detail::atomic_load(&state->blocks_in_transit) == 0 || ++empty_rounds >= detail::kOutOfMemoryConfirmations) {
+          record_error(HeapErrorKind::out_of_memory, kClass, block_count);
+          return {0, 0};
+        }
+        detail::back_off(empty_rounds);
       }
     }
     record_error(HeapErrorKind::allocation_starved, kClass, block_count);
@@ -277,10 +294,11 @@ class HeapView {
     detail::atomic_store(&header.class_id, static_cast<std::uint32_t>(class_index));
     detail::atomic_store(&header.iteration, 0);
     // Threads that still hold this block from an earlier life must see the new class before they
-    // can see free slots (DynaSOAr Alg. 8); they then roll their reservation back.
-    detail::memory_fence();
+    // can see free slots (DynaSOAr Alg. 8); they then roll their reservation back. Their reservation
+    // is an acquire RMW on the allocation bitmap, so release ordering suffices here.
+    detail::release_fence();
     detail::atomic_store(&header.allocation, slots);
-    detail::memory_fence();
+    detail::release_fence();
     allocated_blocks(class_index).set(block);
     refresh_block_state(block, class_index);
   }
@@ -296,6 +314,7 @@ class HeapView {
     defrag_candidates(class_index).clear(block);
     active_blocks(class_index).clear(block);
     allocated_blocks(class_index).clear(block);
+    count_block_freed();
     detail::memory_fence();
     free_blocks().set(block);
   }
@@ -314,10 +333,10 @@ class HeapView {
         return 0;
       }
       const std::uint64_t chosen = choose_slots(free_slots, wanted, seed);
-      const std::uint64_t before = detail::atomic_fetch_or(&header.allocation, chosen);
+      // Acquire: if the block was restarted for another class, the class id below is the new one.
+      const std::uint64_t before = detail::atomic_fetch_or_acquire(&header.allocation, chosen);
       const std::uint64_t reserved = chosen & ~before;
       if (reserved == 0) continue;  // others were faster; they made progress
-      detail::memory_fence();
       if (detail::atomic_load(&header.class_id) != static_cast<std::uint32_t>(class_index)) {
         // The block was retired and restarted for another class since we found it (DynaSOAr's
         // rollback case); nothing was constructed yet, so giving the slots back is enough.

@@ -116,7 +116,7 @@ void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, Defr
     plan.source_count = sources;
     plan.factor = n;
     plan.class_index = kClass;
-    candidates.memory.copy_to_host(&plan.first_target, sources * sizeof(std::uint32_t), sizeof(std::uint32_t));
+    plan.first_target = candidates.id_at(sources);
     // Plan storage: source bitmaps [B], target free masks [n·B], the moved-object counter.
     Memory plan_memory(heap.backend(), (sources * static_cast<std::uint64_t>(n + 1) + 1) * sizeof(std::uint64_t));
     plan.source_bitmaps = plan_memory.as<std::uint64_t>();

@@ -7,6 +7,11 @@
 
 #include <cstdint>
 
+#if SOAHEAP_DEVICE_CODE || defined(__CUDACC__)
+#include <cooperative_groups.h>
+#include <cooperative_groups/scan.h>
+#endif
+
 namespace soaheap::detail {
 
 /// Marks every block free (allocation bitmap invalidated, no class).
@@ -51,16 +56,56 @@ ArgumentPack<Head, Tail...> make_argument_pack(const Head& head, const Tail&... 
   return {head, make_argument_pack(tail...)};
 }
 
-/// parallel_do, step 1: remember which objects exist at launch, so objects created during the
-/// operation are not visited.
-template <class View>
-struct SnapshotIterationKernel {
+/// Adds @p value to @p counter and returns the old value plus the values of lower-ranked lanes that
+/// call it at the same time: one atomic per warp instead of one per thread.
+SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std::uint64_t value) {
+#if SOAHEAP_DEVICE_CODE
+  namespace cg = cooperative_groups;
+  const cg::coalesced_group group = cg::coalesced_threads();
+  const std::uint64_t before_me = cg::exclusive_scan(group, value);
+  const std::uint64_t total = group.shfl(before_me + value, group.size() - 1);
+  std::uint64_t base = 0;
+  if (group.thread_rank() == 0) base = atomic_fetch_add(counter, total);
+  return group.shfl(base, 0) + before_me;
+#else
+  return atomic_fetch_add(counter, value);
+#endif
+}
+
+/// One class whose allocated blocks an EnumerateKernel lists.
+struct EnumerationTarget {
+  int class_index;
+  std::uint64_t full_mask;      ///< all slots of a block of the class
+  std::uint32_t* ids;           ///< receives the block ids (in no particular order)
+  std::uint64_t* count;         ///< receives their number; zero before the kernel
+  std::uint64_t* next_count;    ///< the list's other counter, zeroed here for its next use
+};
+
+/// parallel_do, step 1, for @p kTargets classes in one kernel: one thread per level-0 word of each
+/// class's allocated bitmap lists the word's blocks and takes their iteration snapshot (the objects
+/// that exist now; objects created during the operation are not visited). Its cost is one word
+/// read per 64 blocks of the heap plus the work for the allocated blocks, and it needs no
+/// temporary memory and no result on the host.
+template <class View, int kTargets>
+struct EnumerateKernel {
   View view;
-  const std::uint32_t* blocks;
-  std::uint64_t full;
+  std::uint64_t words;  ///< level-0 words per bitmap
+  EnumerationTarget targets[kTargets];
   SOAHEAP_HD void operator()(std::uint64_t index) const {
-    BlockHeader& header = view.headers[blocks[index]];
-    header.iteration = atomic_load(&header.allocation) & full;
+    const EnumerationTarget& target = targets[index / words];
+    const std::uint64_t word = index % words;
+    if (word == 0) *target.next_count = 0;
+    std::uint64_t blocks = atomic_load(&view.allocated_blocks(target.class_index).word(0, word));
+    const int found = popcount(blocks);
+    if (found == 0) return;
+    std::uint64_t position = aggregated_fetch_add(target.count, static_cast<std::uint64_t>(found));
+    while (blocks != 0) {
+      const std::uint64_t block = word * 64 + static_cast<std::uint64_t>(lowest_set_bit(blocks));
+      blocks &= blocks - 1;
+      BlockHeader& header = view.headers[block];
+      header.iteration = atomic_load(&header.allocation) & target.full_mask;
+      target.ids[position++] = static_cast<std::uint32_t>(block);
+    }
   }
 };
 

@@ -63,9 +63,11 @@ void Heap<Classes...>::validate(Validation level) const {
   }
 
   // 2. Each block is free or allocated to exactly one class, and its header and states agree.
+  std::uint64_t blocks_in_use = 0;
   for (std::uint64_t block = 0; block < block_count_; ++block) {
     const BlockHeader& header = view.headers[block];
     const bool is_free = view.free_blocks().get(block);
+    blocks_in_use += is_free ? 0 : 1;
     int owners = 0;
     int owner = -1;
     for (int c = 0; c < kClassCount; ++c) {
@@ -111,6 +113,11 @@ void Heap<Classes...>::validate(Validation level) const {
       detail::InvariantReport::fail(block, class_name(owner), "defrag-candidate bit is ", candidate, " but the block holds ",
                                     fill, "/", capacity_c, " objects and the candidate threshold is ", threshold);
   }
+
+  if (snapshot.state.allocated_blocks != blocks_in_use || snapshot.state.peak_allocated_blocks < blocks_in_use)
+    detail::InvariantReport::fail(0, nullptr, "the allocator's block counter says ", snapshot.state.allocated_blocks,
+                                  " blocks in use (peak ", snapshot.state.peak_allocated_blocks, ") but ",
+                                  blocks_in_use, " blocks are not free");
 
   if (level != Validation::full) return;
 

@@ -26,6 +26,7 @@ struct UpdateBlockStatesKernel {
     view.defrag_candidates(c).clear(block);
     view.active_blocks(c).clear(block);
     view.allocated_blocks(c).clear(block);
+    view.count_block_freed();
     memory_fence();
     view.free_blocks().set(block);
     for (int k = 0; k < plan.factor; ++k) view.refresh_block_state(plan.target_block(source, k), c);

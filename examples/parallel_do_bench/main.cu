@@ -1,0 +1,108 @@
+// parallel_do overhead: what a parallel_do costs beyond the method's own work.
+//   empty:  parallel_do over a class with no objects (the floor: enumeration + an empty method kernel)
+//   axpy:   y += a·x over N objects with parallel_do, against the same loop over plain arrays
+//           launched by the same executor (what a hand-written SOA kernel does)
+// Each case runs --repetitions times back to back and waits once at the end, as an application's
+// iteration loop does; one JSON line per case.
+
+#include "examples/common/app.cuh"
+
+#include <soaheap/core/memory.cuh>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <iostream>
+
+namespace pdo {
+
+class Particle : public soaheap::Object<Particle> {
+ public:
+  using FieldTypes = soaheap::fields<float, float>;
+  static constexpr const char* kName = "Particle";
+  soaheap::Field<Particle, 0> x;
+  soaheap::Field<Particle, 1> y;
+  SOAHEAP_HD Particle(std::uint64_t index) {
+    x = static_cast<float>(index % 1000);
+    y = 0.0f;
+  }
+  SOAHEAP_HD void axpy(float a) { y += a * x; }
+};
+
+class Unused : public soaheap::Object<Unused> {
+ public:
+  using FieldTypes = soaheap::fields<float, float>;
+  static constexpr const char* kName = "Unused";
+  soaheap::Field<Unused, 0> value;
+  soaheap::Field<Unused, 1> other;
+  SOAHEAP_HD void touch() { value += 1.0f; }
+};
+
+using BenchHeap = soaheap::Heap<Particle, Unused>;
+
+struct ArrayAxpy {
+  const float* x;
+  float* y;
+  float a;
+  SOAHEAP_HD void operator()(std::uint64_t i) const { y[i] += a * x[i]; }
+};
+
+template <class Body>
+double seconds_per_call(int repetitions, Body&& body, const std::function<void()>& wait) {
+  body();  // warm-up (first launch of each kernel, lazy buffers)
+  wait();
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < repetitions; ++r) body();
+  wait();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repetitions;
+}
+
+}  // namespace pdo
+
+int main(int argc, char** argv) {
+  return soaheap_app::run_main("parallel_do_bench", [&] {
+    CLI::App cli{"parallel_do overhead against plain array kernels"};
+    std::string backend_name(soaheap::to_string(soaheap_app::default_backend()));
+    std::uint64_t objects = 1 << 24;
+    int repetitions = 1000;
+    cli.add_option("--backend", backend_name, "host or cuda")->check(CLI::IsMember({"host", "cuda"}))->capture_default_str();
+    cli.add_option("--objects", objects, "objects of the axpy case")->check(CLI::PositiveNumber)->capture_default_str();
+    cli.add_option("--repetitions", repetitions, "calls per case")->check(CLI::PositiveNumber)->capture_default_str();
+    CLI11_PARSE(cli, argc, argv);
+    const soaheap::Backend backend = soaheap::parse_backend(backend_name);
+
+    soaheap::HeapOptions options;
+    options.objects = objects + objects / 8;
+    options.backend = backend;
+    pdo::BenchHeap heap(options);
+    heap.parallel_new<pdo::Particle>(objects);
+    const std::function<void()> wait = [&] { heap.synchronize(); };
+
+    const double empty = pdo::seconds_per_call(repetitions, [&] { heap.parallel_do<pdo::Unused, &pdo::Unused::touch>(); }, wait);
+    const double with_objects =
+        pdo::seconds_per_call(repetitions, [&] { heap.parallel_do<pdo::Particle, &pdo::Particle::axpy>(0.5f); }, wait);
+
+    soaheap::detail::Memory x(backend, objects * sizeof(float)), y(backend, objects * sizeof(float));
+    x.fill_zero();
+    y.fill_zero();
+    const soaheap::detail::Executor& executor = heap.executor();
+    const double arrays = pdo::seconds_per_call(
+        repetitions, [&] { executor.launch(objects, pdo::ArrayAxpy{x.as<float>(), y.as<float>(), 0.5f}); },
+        [&] { executor.synchronize(); });
+
+    const auto line = [&](const char* name, double seconds, std::uint64_t count) {
+      nlohmann::json result = {{"bench", "parallel_do"}, {"case", name}, {"backend", backend_name},
+                               {"objects", count},       {"repetitions", repetitions},
+                               {"us_per_call", seconds * 1e6}};
+      if (count != 0) result["ns_per_object"] = seconds * 1e9 / static_cast<double>(count);
+      std::cout << result.dump() << std::endl;
+    };
+    line("empty_class", empty, 0);
+    line("axpy_parallel_do", with_objects, objects);
+    line("axpy_plain_arrays", arrays, objects);
+    std::cout << nlohmann::json{{"bench", "parallel_do"}, {"case", "ratio"}, {"axpy_parallel_do_over_arrays", with_objects / arrays}}.dump()
+              << std::endl;
+    heap.validate(soaheap::Validation::structure);
+    return 0;
+  });
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The CUDA test suites and compute-sanitizer (memcheck, racecheck) over them, on a GPU machine.
+# Usage: tools/gpu/suites.sh BIN_DIR LOG [suite...]   (default suites: heap_cuda_test defrag_cuda_test)
+# Appends to LOG; prints one summary line per run.
+bin="$1"; log="$2"; shift 2
+suites=("$@"); [ ${#suites[@]} -eq 0 ] && suites=(heap_cuda_test defrag_cuda_test)
+summary() { echo "$1: exit $2" | tee -a "$log.summary"; }
+for suite in "${suites[@]}"; do
+  [ -x "$bin/$suite" ] || { summary "$suite missing" 127; continue; }
+  echo "=== $suite" >>"$log"; timeout 300 "$bin/$suite" >>"$log" 2>&1; summary "$suite" $?
+  echo "=== memcheck $suite" >>"$log"
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/$suite" >>"$log" 2>&1; summary "memcheck $suite" $?
+  echo "=== racecheck $suite" >>"$log"
+  timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 3 "$bin/$suite" >>"$log" 2>&1
+  summary "racecheck $suite" $?
+done
