@@ -5,7 +5,7 @@
 
 #include "collision/physics.cuh"
 #include "common/app.cuh"
-#include "common/baseline_result.cuh"
+#include "common/baseline.cuh"
 
 #include <chrono>
 #include <cmath>
@@ -194,15 +194,8 @@ int run(int argc, char** argv) {
   if (!options.defrag_policy.empty() && options.defrag_policy != "none")
     spdlog::warn("collision_baseline has no heap: --defrag-policy {} is ignored", options.defrag_policy);
 
-  soaheap::detail::Executor executor;
-  executor.backend = options.backend;
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  if (options.backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error("the cuda backend needs a CUDA GPU and a build with nvcc");
-  }
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(options.backend, "collision_baseline", pool);
 
   const auto start = std::chrono::steady_clock::now();
   BodyArrays arrays(options.backend, options.size);

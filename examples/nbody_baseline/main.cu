@@ -5,7 +5,7 @@
 // (CUDA grid or host thread pool). Prints the same JSON fields as the application.
 
 #include "examples/common/app.cuh"
-#include "examples/common/baseline_result.cuh"
+#include "examples/common/baseline.cuh"
 
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/memory.cuh>
@@ -145,14 +145,7 @@ int run_app(int argc, char** argv) {
   using soaheap::detail::Memory;
   const soaheap::Backend backend = options.backend;
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  soaheap::detail::Executor executor;
-  executor.backend = backend;
-  if (backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error("nbody_baseline: the cuda backend needs a CUDA GPU, and none is available");
-  }
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(backend, "nbody_baseline", pool);
   Memory pos_x(backend, n * sizeof(float)), pos_y(backend, n * sizeof(float)), vel_x(backend, n * sizeof(float)),
       vel_y(backend, n * sizeof(float)), mass(backend, n * sizeof(float)), force_x(backend, n * sizeof(long long)),
       force_y(backend, n * sizeof(long long)), active(backend, n);

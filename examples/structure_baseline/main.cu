@@ -7,7 +7,7 @@
 // invariants after every BFS (small meshes) or at the end.
 
 #include "examples/common/app.cuh"
-#include "examples/common/baseline_result.cuh"
+#include "examples/common/baseline.cuh"
 
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/memory.cuh>
@@ -335,14 +335,7 @@ int run_app(int argc, char** argv) {
   const std::uint64_t sites = std::uint64_t{side} * side, spring_slots = sites * kDirections;
   const soaheap::Backend backend = options.backend;
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  soaheap::detail::Executor executor;
-  executor.backend = backend;
-  if (backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error("structure_baseline: the cuda backend needs a CUDA GPU, and none is available");
-  }
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(backend, "structure_baseline", pool);
   std::vector<Memory> owned;
   std::uint64_t memory_bytes = 0;
   const auto array = [&](std::uint64_t bytes) {

@@ -6,7 +6,7 @@
 // and compares the final grid with the sequential reference cell by cell.
 
 #include "examples/common/app.cuh"
-#include "examples/common/baseline_result.cuh"
+#include "examples/common/baseline.cuh"
 #include "examples/wa-tor/rules.cuh"
 
 #include <soaheap/core/backend.cuh>
@@ -153,14 +153,7 @@ int run_app(int argc, char** argv) {
   using soaheap::detail::Memory;
   const soaheap::Backend backend = options.backend;
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  soaheap::detail::Executor executor;
-  executor.backend = backend;
-  if (backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error("wator_baseline: the cuda backend needs a CUDA GPU, and none is available");
-  }
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(backend, "wator_baseline", pool);
   Memory kind(backend, n), breed_age(backend, n * 4), hunger(backend, n * 4), request(backend, n * 8),
       target(backend, n * 8), mover(backend, n);
   const std::uint64_t memory_bytes = n * (1 + 4 + 4 + 8 + 8 + 1);

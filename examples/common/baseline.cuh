@@ -1,22 +1,42 @@
 #pragma once
-/// @file baseline_result.cuh
-/// @brief The JSON result line of a baseline: a hand-written SOA program that solves an
-///        application's problem without the heap. It carries the keys `AppRun::finish` writes, with
-///        the heap-only figures (blocks, fragmentation, defragmentation) at zero, so that
-///        soaheap-bench can put a baseline and its soaheap application side by side.
+/// @file baseline.cuh
+/// @brief What every baseline shares: its kernel launcher and its JSON result line. A baseline
+///        is a hand-written SOA program that solves an application's problem without the heap; its
+///        line carries the keys `AppRun::finish` writes, with the heap-only figures (blocks,
+///        fragmentation, defragmentation) at zero, so that soaheap-bench can put a baseline and its
+///        soaheap application side by side.
 
 #include "app.cuh"
 
 #include <soaheap/core/backend.cuh>
+#include <soaheap/core/errors.hpp>
+#include <soaheap/core/thread_pool.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <memory>
 #include <string>
 
 namespace soaheap_app {
+
+/// @brief The kernel launcher of a baseline on @p backend, with the host thread pool it needs
+///        (kept in @p pool, which must outlive it).
+/// @throw soaheap::usage_error naming @p app for the cuda backend without a GPU
+inline soaheap::detail::Executor baseline_executor(soaheap::Backend backend, const std::string& app,
+                                                   std::unique_ptr<soaheap::detail::ThreadPool>& pool) {
+  soaheap::detail::Executor executor;
+  executor.backend = backend;
+  if (backend == soaheap::Backend::host) {
+    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
+    executor.pool = pool.get();
+  } else if (!soaheap::cuda_available()) {
+    throw soaheap::usage_error(app + ": the cuda backend needs a CUDA GPU, and none is available");
+  }
+  return executor;
+}
 
 /// @brief What a baseline measured, besides its own figures (`extra`).
 struct BaselineResult {
