@@ -28,4 +28,34 @@ SOAHEAP_HD inline double uniform(std::uint64_t seed, std::uint64_t salt, std::ui
   return static_cast<double>(hash4(seed, salt, a, b) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/// @brief The three-word sibling of hash4(): the same mixing with one input fewer (the particle
+///        applications: nbody, barnes_hut, nbody_baseline).
+SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
+  std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^ (index + 1) * 0xd6e8feb86659fd93ULL;
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 29;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 32;
+  return x;
+}
+
+/// @brief A uniform float in [0, 1) from the 24 high bits of hash3().
+SOAHEAP_HD inline float uniform_float(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
+  return static_cast<float>(hash3(seed, salt, index) >> 40) * (1.0f / 16777216.0f);
+}
+
+/// @brief A three-word hash with splitmix64's finaliser (the grid applications: game-of-life,
+///        generation, structure and its baseline). A different stream from hash3(); each
+///        application keeps the one its recorded results were made with.
+SOAHEAP_HD inline std::uint64_t splitmix_hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t value) {
+  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL ^ salt * 0x94d049bb133111ebULL ^ (value + 1) * 0xd6e8feb86659fd93ULL;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
 }  // namespace soaheap_app

@@ -5,6 +5,7 @@
 // (CUDA grid or host thread pool). Prints the same JSON fields as the application.
 
 #include "examples/common/app.cuh"
+#include "examples/common/counter_hash.cuh"
 #include "examples/common/baseline.cuh"
 
 #include <soaheap/core/backend.cuh>
@@ -22,18 +23,8 @@ namespace nbody_baseline {
 
 constexpr double kForceScale = 1099511627776.0;  // 2^40, as in examples/nbody
 
-SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
-  std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^ (index + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 32;
-  return x;
-}
-SOAHEAP_HD inline float uniform(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
-  return static_cast<float>(hash3(seed, salt, index) >> 40) * (1.0f / 16777216.0f);
-}
+using soaheap_app::hash3;
+using soaheap_app::uniform_float;
 SOAHEAP_HD inline long long to_fixed(float value) { return static_cast<long long>(static_cast<double>(value) * kForceScale); }
 
 /// The bodies: one array per field, plus the active flag of the papers' baselines.
@@ -53,14 +44,14 @@ struct Initialize {
   Bodies b;
   std::uint64_t seed;
   SOAHEAP_HD void operator()(std::uint64_t i) const {
-    const float radius = sqrtf(uniform(seed, 0, i));
-    const float angle = 6.2831853f * uniform(seed, 1, i);
+    const float radius = sqrtf(uniform_float(seed, 0, i));
+    const float angle = 6.2831853f * uniform_float(seed, 1, i);
     b.pos_x[i] = radius * cosf(angle);
     b.pos_y[i] = radius * sinf(angle);
     const float spin = 0.3f;
-    b.vel_x[i] = -spin * radius * sinf(angle) + 0.05f * (uniform(seed, 2, i) - 0.5f);
-    b.vel_y[i] = spin * radius * cosf(angle) + 0.05f * (uniform(seed, 3, i) - 0.5f);
-    b.mass[i] = 0.5f + uniform(seed, 4, i);
+    b.vel_x[i] = -spin * radius * sinf(angle) + 0.05f * (uniform_float(seed, 2, i) - 0.5f);
+    b.vel_y[i] = spin * radius * cosf(angle) + 0.05f * (uniform_float(seed, 3, i) - 0.5f);
+    b.mass[i] = 0.5f + uniform_float(seed, 4, i);
     b.force_x[i] = 0;
     b.force_y[i] = 0;
     b.active[i] = 1;

@@ -7,6 +7,7 @@
 // invariants after every BFS (small meshes) or at the end.
 
 #include "examples/common/app.cuh"
+#include "examples/common/counter_hash.cuh"
 #include "examples/common/baseline.cuh"
 
 #include <soaheap/core/backend.cuh>
@@ -46,15 +47,7 @@ struct Physics {  // the defaults of examples/structure
   std::uint32_t missing_spring_per_mille = 50;
 };
 
-SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t value) {
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL ^ salt * 0x94d049bb133111ebULL ^ (value + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
+using soaheap_app::splitmix_hash3;
 
 struct Nodes {
   float *x, *y, *velocity_x, *velocity_y, *mass, *pull_x;
@@ -80,7 +73,7 @@ struct Mesh {
   Physics physics;
   SOAHEAP_HD bool has_node(std::uint32_t col, std::uint32_t row) const {
     if (col == 0 || col + 1 == width) return true;
-    return hash3(seed, kSaltHole, std::uint64_t{row} * width + col) % 1000 >= physics.hole_per_mille;
+    return splitmix_hash3(seed, kSaltHole, std::uint64_t{row} * width + col) % 1000 >= physics.hole_per_mille;
   }
 };
 
@@ -120,8 +113,8 @@ struct CreateSprings {
       if (c >= mesh.width || r >= mesh.height) continue;
       const std::uint64_t other = std::uint64_t{r} * mesh.width + c;
       if (!n.active[other]) continue;
-      if (hash3(mesh.seed, kSaltSpring, key) % 1000 < mesh.physics.missing_spring_per_mille) continue;
-      const float variation = 0.6f + 0.8f * static_cast<float>(hash3(mesh.seed, kSaltStrain, key) % 10000) / 10000.0f;
+      if (splitmix_hash3(mesh.seed, kSaltSpring, key) % 1000 < mesh.physics.missing_spring_per_mille) continue;
+      const float variation = 0.6f + 0.8f * static_cast<float>(splitmix_hash3(mesh.seed, kSaltStrain, key) % 10000) / 10000.0f;
       s.a[key] = static_cast<std::uint32_t>(i);
       s.b[key] = static_cast<std::uint32_t>(other);
       s.force_x[key] = 0.0f;
