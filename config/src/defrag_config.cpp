@@ -78,7 +78,7 @@ class environment_reader {
 ///        "Fish" and "FISH", or "a::b" and "a_b"): applying it to either
 ///        class would be a guess.
 void reject_ambiguous_class_variable(const environment_reader& environment, std::string_view prefix,
-                                            const std::vector<ClassInfo>& classes) {
+                                     const std::vector<ClassInfo>& classes) {
   std::map<std::string, std::vector<std::string>> classes_by_variable;
   for (const ClassInfo& info : classes) {
     std::vector<std::string>& names = classes_by_variable[std::string(prefix) + environment_suffix(info.name)];
