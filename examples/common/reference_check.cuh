@@ -24,12 +24,13 @@ struct ReferenceCheck {
 ///        per-iteration bookkeeping) and checks the result against the reference.
 /// @tparam Simulation `Simulation(model)`, `static heap_options(model, backend)`, `setup(heap)`,
 ///         `step(heap, iteration)`
-/// @tparam Reference `Reference(model)`, `step(iteration)`, `compare(heap)` returning mismatches
+/// @tparam Reference `Reference(model)`, `step(iteration)`
+/// @param compare `compare(reference, model, heap)`: the number of mismatches
 /// @param side_model when set, @p model is too large for the reference: the main run is unchecked
 ///        and this smaller model is simulated and checked instead
-template <class Simulation, class Reference, class Heap, class Model>
+template <class Simulation, class Reference, class Heap, class Model, class Compare>
 ReferenceCheck run_with_reference_check(const AppOptions& options, AppRun<Heap>& run, Heap& heap, const Model& model,
-                                        const std::optional<Model>& side_model) {
+                                        const std::optional<Model>& side_model, Compare&& compare) {
   const auto simulate = [&](const Simulation& simulation, Heap& target, AppRun<Heap>* bookkeeping) {
     simulation.setup(target);
     for (int it = 0; it < options.iterations; ++it) {
@@ -40,7 +41,7 @@ ReferenceCheck run_with_reference_check(const AppOptions& options, AppRun<Heap>&
   const auto compare_with_reference = [&](const Model& checked_model, const Heap& checked) {
     Reference reference(checked_model);
     for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
-    return reference.compare(checked);
+    return compare(reference, checked_model, checked);
   };
 
   ReferenceCheck check;

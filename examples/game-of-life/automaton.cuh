@@ -11,7 +11,7 @@
 // State after each step (checked against the sequential reference): Alive objects carry their
 // state (1 = alive, 2..C-1 = dying); every empty cell has no alive neighbour.
 
-#include "examples/common/counter_hash.cuh"
+#include "examples/game-of-life/rules.cuh"
 
 #include <soaheap/soaheap.cuh>
 
@@ -20,34 +20,6 @@
 #include <vector>
 
 namespace automaton {
-
-/// Birth and survival sets as bit masks over the alive-neighbour count (0..8) and the state count.
-struct Rule {
-  std::uint32_t born_mask;
-  std::uint32_t survive_mask;
-  std::uint32_t states;  ///< C: 1 = alive, 2..C-1 = dying, then dead
-};
-
-using soaheap_app::splitmix_hash3;
-
-/// The initial state: a cell is alive with probability density_per_mille / 1000 (pure function of seed).
-SOAHEAP_HD inline bool initially_alive(std::uint64_t seed, std::uint64_t cell, std::uint32_t density_per_mille) {
-  return splitmix_hash3(seed, 1, cell) % 1000 < density_per_mille;
-}
-
-struct Grid {
-  std::uint32_t width, height;
-  SOAHEAP_HD std::uint32_t neighbour(std::uint32_t index, int k) const {
-    // k in 0..7: the eight surrounding cells in row-major order
-    const int dx = k < 3 ? k - 1 : (k < 5 ? (k == 3 ? -1 : 1) : k - 6);
-    const int dy = k < 3 ? -1 : (k < 5 ? 0 : 1);
-    const std::uint32_t x = index % width, y = index / width;
-    const std::uint32_t nx = (x + width + static_cast<std::uint32_t>(dx + 1) - 1) % width;
-    const std::uint32_t ny = (y + height + static_cast<std::uint32_t>(dy + 1) - 1) % height;
-    return ny * width + nx;
-  }
-};
-constexpr int kNeighbours = 8;
 
 class Agent;
 
@@ -273,36 +245,6 @@ struct Automaton {
   void reregister(HeapType& heap) const { heap.template parallel_do<Cell, &Cell::register_in>(grid_pointer()); }
 };
 
-/// The same automaton on a dense array of states, one cell after another.
-class Reference {
- public:
-  Reference(Grid shape, Rule rule, std::uint64_t seed, std::uint32_t density)
-      : shape_(shape), rule_(rule), states_(std::size_t{shape.width} * shape.height, 0) {
-    for (std::size_t i = 0; i < states_.size(); ++i) states_[i] = initially_alive(seed, i, density) ? 1 : 0;
-  }
-  void step() {
-    std::vector<std::uint8_t> next(states_.size());
-    for (std::uint32_t i = 0; i < states_.size(); ++i) {
-      int alive = 0;
-      for (int k = 0; k < kNeighbours; ++k) alive += states_[shape_.neighbour(i, k)] == 1 ? 1 : 0;
-      const std::uint32_t s = states_[i];
-      if (s == 0) {
-        next[i] = ((rule_.born_mask >> alive) & 1u) != 0 ? 1 : 0;
-      } else if (s == 1 && ((rule_.survive_mask >> alive) & 1u) != 0) {
-        next[i] = 1;
-      } else {
-        next[i] = s + 1 < rule_.states ? static_cast<std::uint8_t>(s + 1) : 0;
-      }
-    }
-    states_.swap(next);
-  }
-  const std::vector<std::uint8_t>& states() const { return states_; }
-
- private:
-  Grid shape_;
-  Rule rule_;
-  std::vector<std::uint8_t> states_;
-};
 
 /// Compares the heap with the reference cell by cell, and checks the candidate invariant (every
 /// empty cell has no alive neighbour). Returns the number of violations.

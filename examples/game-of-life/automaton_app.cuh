@@ -6,7 +6,7 @@
 ///
 /// It parses the common options and --density, runs the automaton with the defragmentation policy,
 /// validates the heap, and checks the result against the sequential reference (on a side run of at
-/// most kReferenceMaxSide cells per side when the grid is larger).
+/// most kReferenceMaxSide (rules.cuh) cells per side when the grid is larger).
 
 #include "examples/common/app.cuh"
 #include "examples/game-of-life/automaton.cuh"
@@ -25,10 +25,6 @@ struct AutomatonApp {
   std::uint32_t default_density;  ///< initially alive cells per mille
   const char* population_key;     ///< result key of the live-object count ("alive", "alive_or_dying")
 };
-
-/// Largest grid side compared against the sequential reference on the full run; larger runs also
-/// run and check a side-run of this size with the same seed and iterations.
-inline constexpr std::uint32_t kReferenceMaxSide = 256;
 
 using AutomatonHeap = soaheap::Heap<Cell, Agent, Alive, Candidate>;
 

@@ -5,9 +5,8 @@
 #include "examples/game-of-life/automaton_app.cuh"
 
 int main(int argc, char** argv) {
-  // born on 3 alive neighbours, survive on 2 or 3; two states (alive, dead)
   static constexpr automaton::AutomatonApp kGameOfLife{
       "game-of-life", "Game of Life (B3/S23) on a torus; only alive cells and birth candidates are heap objects",
-      automaton::Rule{1u << 3, (1u << 2) | (1u << 3), 2}, 200, "alive"};
+      automaton::kConway, 200, "alive"};
   return soaheap_app::run_main(kGameOfLife.name, [&] { return automaton::run_automaton_app(kGameOfLife, argc, argv); });
 }

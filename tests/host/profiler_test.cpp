@@ -99,6 +99,38 @@ TEST_F(ProfilerTest, RoundTripThroughTheReader) {
   EXPECT_NE(text.find("profiler_test"), std::string::npos) << text;
 }
 
+TEST_F(ProfilerTest, RecordsUntypedMemoryOnceTheProgramUsesIt) {
+  soaheap::HeapOptions options;
+  options.objects = 64 * 64;
+  options.backend = soaheap::Backend::host;
+  options.host_threads = 1;
+  TestHeap heap(options);
+  void* buffer = nullptr;
+  {
+    soaheap::Profiler profiler(path_, "untyped", 1);
+    profiler.attach(heap);
+    profiler.sample(heap, 0);
+    buffer = soaheap::malloc(heap.view(), 3 * TestHeap::block_bytes() + 1);  // a run of 4 blocks
+    ASSERT_NE(buffer, nullptr);
+    profiler.sample(heap, 1);
+    profiler.finish(2, profiler.elapsed_s(), 0.0);
+  }
+  soaheap::free(heap.view(), buffer);
+  heap.validate();
+  const std::vector<nlohmann::json> lines = read_lines(path_);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_FALSE(lines[1].contains("untyped"));
+  EXPECT_EQ(lines[2]["untyped"]["blocks"], 4);
+  EXPECT_EQ(lines[2]["untyped"]["live_allocations"], 1);
+  EXPECT_EQ(lines[2]["untyped"]["bytes_reserved"], 4 * TestHeap::block_bytes());
+  int status = 0;
+  const std::string output = run_command(std::string("/usr/bin/python3 ") + SOAHEAP_SOURCE_DIR +
+                                             "/tools/profile/soaheap-profile summary '" + path_ + "' 2>&1",
+                                         status);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("untyped memory (soaheap::malloc): peak 4 blocks"), std::string::npos) << output;
+}
+
 TEST_F(ProfilerTest, SamplingIntervalSkipsIterations) {
   soaheap::HeapOptions options;
   options.objects = 64 * 4;

@@ -107,10 +107,22 @@ NO_BLOCKS = ClassSample(used_slots=0, allocated_blocks=0)
 
 
 @dataclass
+class UntypedSample:
+    """Untyped memory (soaheap::malloc) at one sample: blocks it holds, live
+    allocations and the bytes handed out to them (size-class chunks and runs)."""
+
+    blocks: int
+    live_allocations: int
+    bytes_reserved: int
+
+
+@dataclass
 class Sample:
     iteration: int
     time_s: float
     classes: Dict[str, ClassSample]
+    # Optional in the file: absent when the program used no untyped memory.
+    untyped: Optional[UntypedSample] = None
 
     def of(self, class_name: str) -> ClassSample:
         return self.classes.get(class_name, NO_BLOCKS)
@@ -346,6 +358,15 @@ def _slot_fragmentation(used_slots: int, allocated_slots: int) -> float:
 def _parse_sample(record: dict, header: ProfileHeader, where: _Location) -> Sample:
     what = "sample line"
     class_records = _object(record, "classes", what, where)
+    untyped = None
+    if "untyped" in record:
+        untyped_record = _object(record, "untyped", what, where)
+        untyped_what = "untyped statistics of a sample line"
+        untyped = UntypedSample(
+            blocks=_count(untyped_record, "blocks", untyped_what, where),
+            live_allocations=_count(untyped_record, "live_allocations", untyped_what, where),
+            bytes_reserved=_count(untyped_record, "bytes_reserved", untyped_what, where),
+        )
     return Sample(
         iteration=_count(record, "iteration", what, where),
         time_s=_amount(record, "time_s", what, where),
@@ -353,6 +374,7 @@ def _parse_sample(record: dict, header: ProfileHeader, where: _Location) -> Samp
             name: _parse_class_sample(name, stats, header, where)
             for name, stats in class_records.items()
         },
+        untyped=untyped,
     )
 
 
@@ -505,8 +527,13 @@ class ProfileWriter:
                 "active_blocks": stats.active_blocks,
                 "candidate_blocks": stats.candidate_blocks,
             }
-        self._write_line({"type": "sample", "iteration": sample.iteration, "time_s": sample.time_s,
-                          "classes": class_records})
+        record = {"type": "sample", "iteration": sample.iteration, "time_s": sample.time_s,
+                  "classes": class_records}
+        if sample.untyped is not None:
+            record["untyped"] = {"blocks": sample.untyped.blocks,
+                                 "live_allocations": sample.untyped.live_allocations,
+                                 "bytes_reserved": sample.untyped.bytes_reserved}
+        self._write_line(record)
 
     def write_defrag(self, run: DefragRun) -> None:
         self._write_line({
@@ -638,6 +665,29 @@ class RunSummary:
     reported_defrag_time_s: Optional[float]
     classes: List[MemoryFigures]
     total: MemoryFigures
+    # Peaks of untyped memory over the samples; None when no sample has any.
+    untyped: Optional["UntypedFigures"] = None
+
+
+@dataclass
+class UntypedFigures:
+    peak_blocks: int
+    peak_block_bytes: int
+    peak_bytes_reserved: int
+    peak_live_allocations: int
+
+
+def _untyped_figures(profile: Profile) -> Optional[UntypedFigures]:
+    samples = [sample.untyped for sample in profile.samples if sample.untyped is not None]
+    if not samples:
+        return None
+    peak_blocks = max(sample.blocks for sample in samples)
+    return UntypedFigures(
+        peak_blocks=peak_blocks,
+        peak_block_bytes=peak_blocks * profile.header.block_bytes,
+        peak_bytes_reserved=max(sample.bytes_reserved for sample in samples),
+        peak_live_allocations=max(sample.live_allocations for sample in samples),
+    )
 
 
 def _memory_figures(name: str, points: Sequence[MemoryPoint], defrag_runs: Sequence[DefragRun],
@@ -690,6 +740,7 @@ def summarize(profile: Profile) -> RunSummary:
         reported_defrag_time_s=profile.end.defrag_time_s if profile.end is not None else None,
         classes=rows,
         total=total,
+        untyped=_untyped_figures(profile),
     )
 
 
@@ -787,6 +838,12 @@ def format_summary(summary: RunSummary) -> str:
         for figures in [*summary.classes, summary.total]
     ]
     lines.append(_format_table(header_cells, rows))
+    if summary.untyped is not None:
+        lines.append("")
+        lines.append(f"untyped memory (soaheap::malloc): peak {summary.untyped.peak_blocks} blocks "
+                     f"({format_bytes(summary.untyped.peak_block_bytes)}), peak reserved "
+                     f"{format_bytes(summary.untyped.peak_bytes_reserved)}, peak "
+                     f"{summary.untyped.peak_live_allocations} live allocations")
     return "\n".join(lines)
 
 

@@ -91,6 +91,16 @@ class RatioTest(unittest.TestCase):
         self.assertEqual(table["generation"], ("every:50", 2))
         self.assertEqual(table["wa-tor"], ("mass", 9))
 
+    def test_every_application_but_barnes_hut_has_a_baseline(self):
+        names = {name for name, _, _, _ in bench.APPLICATIONS}
+        self.assertEqual(names - set(bench.BASELINES), {"barnes-hut"})
+        self.assertLessEqual(set(bench.BASELINES), names)
+        # The first name of each baseline is the binary examples/ builds (examples/<name>/).
+        examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples")
+        if os.path.isdir(examples):
+            for name, binaries in bench.BASELINES.items():
+                self.assertTrue(os.path.isfile(os.path.join(examples, binaries[0], "CMakeLists.txt")), (name, binaries))
+
     def test_parse_result_line_skips_logs(self):
         self.assertEqual(bench.parse_result_line('log\n{"a": 1}\nmore log\n'), {"a": 1})
         self.assertIsNone(bench.parse_result_line("no json here\n{broken\n"))

@@ -244,6 +244,19 @@ class SummaryTest(ToolTestCase):
         self.assertEqual(document["total"]["peak_allocated_bytes"], 16384)
         self.assertAlmostEqual(document["total"]["mean_fragmentation"], self.summary.total.mean_fragmentation)
 
+    def test_untyped_memory_peaks_are_summarized(self):
+        # known_untyped.jsonl: untyped blocks 3 then 5 (one sample has none), reserved 9000 then 12000 bytes.
+        summary = tool.summarize(tool.load_profile(data_file("known_untyped.jsonl")))
+        self.assertEqual(summary.untyped.peak_blocks, 5)
+        self.assertEqual(summary.untyped.peak_block_bytes, 5 * BLOCK_BYTES)
+        self.assertEqual(summary.untyped.peak_bytes_reserved, 12000)
+        self.assertEqual(summary.untyped.peak_live_allocations, 40)
+        self.assertIsNone(self.summary.untyped)
+        result = run_tool("summary", data_file("known_untyped.jsonl"))
+        self.assert_success(result)
+        self.assertIn("untyped memory (soaheap::malloc): peak 5 blocks (20.0 KiB), peak reserved 11.7 KiB",
+                      result.stdout)
+
     def test_text_table_has_a_row_per_class_and_a_total_row(self):
         result = run_tool("summary", data_file("known.jsonl"))
         self.assert_success(result)

@@ -76,6 +76,16 @@ class BitmapView {
   SOAHEAP_HD void clear(std::uint64_t position) const { update(position, false); }
   SOAHEAP_HD void assign(std::uint64_t position, bool value) const { update(position, value); }
 
+  /// @brief Sets the bits of @p mask in level-0 word @p word_index at once; returns the word's
+  /// previous value (runs of blocks are claimed and released a word at a time).
+  SOAHEAP_HD std::uint64_t set_in_word(std::uint64_t word_index, std::uint64_t mask) const {
+    return update_word(word_index, mask, true);
+  }
+  /// @brief Clears the bits of @p mask in level-0 word @p word_index at once; returns the previous value.
+  SOAHEAP_HD std::uint64_t clear_in_word(std::uint64_t word_index, std::uint64_t mask) const {
+    return update_word(word_index, mask, false);
+  }
+
   /// @brief True when no bit appears set (exact when no operation is in flight).
   SOAHEAP_HD bool appears_empty() const { return detail::atomic_load(&word(level_count_ - 1, 0)) == 0; }
 
@@ -122,14 +132,17 @@ class BitmapView {
 
  private:
   SOAHEAP_HD bool update(std::uint64_t position, bool value) const {
-    const std::uint64_t word_index = position / 64;
     const std::uint64_t mask = std::uint64_t{1} << (position % 64);
+    const std::uint64_t before = update_word(position / 64, mask, value);
+    return value ? (before & mask) == 0 : (before & mask) != 0;
+  }
+
+  SOAHEAP_HD std::uint64_t update_word(std::uint64_t word_index, std::uint64_t mask, bool value) const {
     std::uint64_t* target = &word(0, word_index);
     const std::uint64_t before = value ? detail::atomic_fetch_or(target, mask) : detail::atomic_fetch_and(target, ~mask);
-    const bool changed = value ? (before & mask) == 0 : (before & mask) != 0;
-    const bool emptiness_flipped = changed && (value ? before == 0 : before == mask);
+    const bool emptiness_flipped = mask != 0 && (value ? before == 0 : (before != 0 && (before & ~mask) == 0));
     if (emptiness_flipped) propagate(0, word_index);
-    return changed;
+    return before;
   }
 
   /// Re-derives parent bits after word (level, index) turned empty or non-empty, climbing while the

@@ -11,6 +11,7 @@
 #include <soaheap/core/heap_view.cuh>
 #include <soaheap/core/memory.cuh>
 #include <soaheap/core/stats.hpp>
+#include <soaheap/core/untyped_memory.cuh>
 
 #include <atomic>
 #include <chrono>
@@ -273,7 +274,8 @@ class Heap {
       allocated += entry.allocated_blocks;
       result.classes.push_back(entry);
     }
-    result.free_blocks = block_count_ - allocated;
+    result.untyped = detail::collect_untyped_stats(executor_, view(), runtime_);
+    result.free_blocks = block_count_ - allocated - result.untyped.blocks();
     return result;
   }
 
@@ -292,6 +294,7 @@ class Heap {
     const auto kind = static_cast<HeapErrorKind>(encoded & 0xff);
     const int class_index = static_cast<int>((encoded >> 8) & 0xff);
     const std::uint64_t block = encoded >> 16;
+    if (detail::is_untyped_error(kind)) detail::throw_untyped_error(kind, block, block_count_, heap_bytes(), Layout::kDataBytes);
     const std::string name = class_index < kClassCount ? class_name(class_index) : std::string("<unknown class>");
     std::ostringstream message;
     message << "soaheap: ";
@@ -463,6 +466,11 @@ class Heap {
       const double per_block = static_cast<double>(Layout::kDataBytes + sizeof(BlockHeader)) +
                                View::kBitmapCount / 8.0 * (64.0 / 63.0);
       blocks = static_cast<std::uint64_t>(static_cast<double>(options.bytes) / per_block);
+      // Bitmap levels round up to whole words per bitmap; with many bitmaps that can add a block's worth.
+      while (blocks > 1 && blocks * (Layout::kDataBytes + sizeof(BlockHeader)) +
+                                   View::kBitmapCount * BitmapShape::for_bits(blocks).total_words * sizeof(std::uint64_t) >
+                               options.bytes)
+        --blocks;
       if (blocks == 0)
         throw invalid_argument("soaheap: heap size bytes=" + std::to_string(options.bytes) +
                                " is smaller than one block (" + std::to_string(Layout::kDataBytes) + " bytes of data)");

@@ -9,6 +9,7 @@
 #include <soaheap/base/object_pointer.cuh>
 #include <soaheap/base/portability.cuh>
 #include <soaheap/core/thread_pool.hpp>
+#include <soaheap/core/untyped_layout.cuh>
 
 #include <cstdint>
 #include <type_traits>
@@ -26,6 +27,10 @@ enum class HeapErrorKind : std::uint32_t {
   allocation_starved = 2,    ///< kMaxAllocationRounds rounds lost to contention
   destroy_of_free_slot = 3,  ///< destroy of an object that is not alive (double destroy)
   destroy_of_foreign_pointer = 4,  ///< destroy of a pointer outside this heap or with a bad slot/class
+  untyped_out_of_memory = 5,       ///< soaheap::malloc found no room (the block field holds the size)
+  free_of_unallocated_memory = 6,  ///< soaheap::free of memory that is not allocated (double free)
+  free_of_foreign_pointer = 7,     ///< soaheap::free of a pointer that malloc of this heap did not return
+  invalid_alignment = 8,           ///< soaheap::malloc_aligned with a bad alignment (the block field holds it)
 };
 
 namespace detail {
@@ -55,6 +60,7 @@ struct HeapRuntimeState {
   std::uint64_t allocated_blocks;
   std::uint64_t peak_allocated_blocks;
   int defrag_threshold[kMaxClasses];       ///< a block is a defrag candidate with at most this many objects
+  UntypedCounters untyped;                 ///< malloc/free counters (untyped_memory.cuh)
 };
 
 /// Result of a slot reservation: the block and the slots reserved in it (slots == 0: failed).
@@ -71,8 +77,11 @@ class HeapView {
  public:
   using Layout = HeapLayout<Classes...>;
   static constexpr int kClassCount = Layout::kClassCount;
-  /// Bitmaps: free, then allocated[c], active[c], defrag[c] for every class c.
-  static constexpr int kBitmapCount = 1 + 3 * kClassCount;
+  /// Untyped memory's size classes in blocks of this heap (untyped_layout.cuh).
+  using Untyped = detail::UntypedLayout<Layout::kDataBytes>;
+  /// Bitmaps: free, then allocated[c], active[c], defrag[c] for every class c, then untyped memory's.
+  static constexpr int kUntypedBitmapBase = 1 + 3 * kClassCount;
+  static constexpr int kBitmapCount = kUntypedBitmapBase + Untyped::kBitmapCount;
 
   template <class T>
   static constexpr int class_id = Layout::template index_of<T>;
@@ -230,7 +239,10 @@ class HeapView {
   /// changed class). Returns false when some of the slots were not reserved.
   SOAHEAP_HD bool release_slots(std::uint64_t block, std::uint64_t slots) const {
     // The class cannot change while we still hold slots, so read it before letting go of them.
-    const int block_class = static_cast<int>(detail::atomic_load(&headers[block].class_id));
+    const std::uint32_t header_class = detail::atomic_load(&headers[block].class_id);
+    if (header_class >= static_cast<std::uint32_t>(kClassCount))
+      return detail::release_untyped_chunks(*this, block, header_class, slots);  // untyped chunks now
+    const int block_class = static_cast<int>(header_class);
     const std::uint64_t before = detail::atomic_fetch_and(&headers[block].allocation, ~slots);
     const std::uint64_t after = before & ~slots;
     if (after == 0) {
@@ -474,3 +486,6 @@ SOAHEAP_HD void device_do(const HeapLike& heap, Method method, Args&&... args) {
 }
 
 }  // namespace soaheap
+
+// Untyped memory shares the block protocol: release_slots hands blocks of untyped chunks to it.
+#include <soaheap/core/untyped_memory.cuh>

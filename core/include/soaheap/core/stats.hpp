@@ -2,6 +2,8 @@
 /// @file stats.hpp
 /// @brief Per-class heap statistics (what `heap.stats()` returns).
 
+#include <soaheap/core/untyped_stats.hpp>
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -35,6 +37,7 @@ struct HeapStats {
   std::uint64_t block_bytes = 0;        ///< bytes of one block's data segment
   std::uint64_t heap_bytes = 0;         ///< data, headers and bitmaps
   std::vector<ClassStats> classes;
+  UntypedStats untyped;                 ///< soaheap::malloc memory (its blocks are not in free_blocks)
 
   const ClassStats& of(const std::string& class_name) const {
     for (const auto& entry : classes)

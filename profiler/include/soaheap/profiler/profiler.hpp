@@ -104,8 +104,14 @@ class Profiler {
                              {"active_blocks", entry.active_blocks},
                              {"candidate_blocks", entry.candidate_blocks}};
     }
-    write_line({{"type", "sample"}, {"iteration", non_negative(iteration)}, {"time_s", elapsed_s()},
-                {"classes", std::move(classes)}});
+    nlohmann::json record = {{"type", "sample"}, {"iteration", non_negative(iteration)}, {"time_s", elapsed_s()},
+                             {"classes", std::move(classes)}};
+    // Only programs that use soaheap::malloc get the key, so older readers of theirs keep working.
+    if (stats.untyped.blocks() != 0 || stats.untyped.allocations_total != 0)
+      record["untyped"] = {{"blocks", stats.untyped.blocks()},
+                           {"live_allocations", stats.untyped.live_allocations()},
+                           {"bytes_reserved", stats.untyped.bytes_reserved()}};
+    write_line(record);
   }
 
   /// @brief Records one defragmentation run that just finished at @p iteration.

@@ -2,6 +2,7 @@
 /// @file detail/validate.hpp
 /// @brief Heap::validate(): every invariant of DESIGN.md, checked on a host copy of the heap.
 
+#include <soaheap/core/detail/untyped_validate.hpp>
 #include <soaheap/core/heap.cuh>
 
 #include <sstream>
@@ -83,14 +84,19 @@ void Heap<Classes...>::validate(Validation level) const {
       if (candidate && !active)
         detail::InvariantReport::fail(block, class_name(c), "defrag-candidate bit set but the block is not active");
     }
-    if (is_free + owners != 1)
+    const int untyped_owners = detail::untyped_owner_count(view, block);
+    if (is_free + owners + untyped_owners != 1)
       detail::InvariantReport::fail(block, owner >= 0 ? class_name(owner) : nullptr, "block is ",
-                                    is_free ? "free and " : "", "allocated to ", owners,
-                                    " classes (must be exactly one of free / allocated[T])");
+                                    is_free ? "free and " : "", "allocated to ", owners, " classes and ",
+                                    untyped_owners, " untyped states (must be exactly one of free / allocated[T] / untyped)");
     if (is_free) {
       if (header.allocation != detail::kInvalidatedBitmap)
         detail::InvariantReport::fail(block, nullptr, "free block's allocation bitmap is 0x", std::hex,
                                       header.allocation, " instead of all ones (invalidated)");
+      continue;
+    }
+    if (untyped_owners != 0) {
+      detail::validate_untyped_block(view, block);
       continue;
     }
     if (header.class_id != static_cast<std::uint32_t>(owner))

@@ -1,0 +1,267 @@
+// Traffic baseline: the Nagel-Schreckenberg rules of examples/traffic (examples/traffic/rules.cuh:
+// same procedural street network, routes, counter-based slow-downs, spawns and reservation
+// priorities) written by hand on fixed per-cell SOA arrays with no allocator: a car is the car
+// fields of the cell it is in ("classes merged with the cell", as the DynaSOAr paper's baselines
+// do), and the network is two arrays of outgoing cell indices. Kernels run through the same
+// executor as the heap (CUDA grid or host thread pool). Prints the same JSON fields as traffic and
+// compares the final network with the sequential reference cell by cell.
+
+#include "examples/common/app.cuh"
+#include "examples/common/baseline.cuh"
+#include "examples/common/cell_arrays.cuh"
+#include "examples/traffic/rules.cuh"
+
+#include <soaheap/core/backend.cuh>
+#include <soaheap/core/thread_pool.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace traffic_baseline {
+
+using namespace traffic;
+
+constexpr std::uint64_t kNoCar = ~std::uint64_t{0};  ///< car id of an empty cell
+constexpr std::uint32_t kNoCell = ~std::uint32_t{0};
+
+/// One array per field, indexed by cell id. Velocities are at most 5 and fit a byte.
+struct Cells {
+  // The network (written once).
+  std::uint32_t* outgoing[kMaxOutgoing];
+  std::uint8_t* outgoing_count;  ///< 0 for a sink
+  std::uint8_t* source;
+  // This step's reservations and which cells held a car when it started.
+  std::uint64_t* reservation;
+  std::uint8_t* acting;
+  // The car merged into the cell.
+  std::uint64_t* car_id;  ///< kNoCar for an empty cell
+  std::uint8_t* velocity;
+  std::uint8_t* max_velocity;
+
+  /// The cell after @p cell on the route of car @p car, kNoCell at a sink.
+  SOAHEAP_HD std::uint32_t next_on_route(std::uint64_t car, std::uint32_t cell, const Network& network) const {
+    const int count = outgoing_count[cell];
+    if (count == 0) return kNoCell;
+    return outgoing[network.route(car, cell, count)][cell];
+  }
+
+  SOAHEAP_HD void place_car(std::uint32_t cell, std::uint64_t id, const Network& network) const {
+    car_id[cell] = id;
+    velocity[cell] = 0;
+    max_velocity[cell] = static_cast<std::uint8_t>(network.max_velocity(id));
+  }
+};
+
+struct Initialize {
+  Cells g;
+  Network network;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    const std::uint32_t cell = static_cast<std::uint32_t>(index);
+    const int count = network.outgoing_count(cell);
+    for (int k = 0; k < kMaxOutgoing; ++k) g.outgoing[k][cell] = k < count ? network.outgoing(cell, k) : kNoCell;
+    g.outgoing_count[cell] = static_cast<std::uint8_t>(count);
+    g.source[cell] = network.is_source(cell) ? 1 : 0;
+    g.reservation[cell] = 0;
+    g.car_id[cell] = kNoCar;
+    if (network.initially_occupied(cell)) g.place_car(cell, cell, network);
+  }
+};
+
+/// NaSch rules 1-3 (accelerate, brake to the gap, random slow-down) for the car on the cell, then
+/// its reservations along the route.
+struct Request {
+  Cells g;
+  Network network;
+  std::uint64_t iteration;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    const std::uint32_t cell = static_cast<std::uint32_t>(index);
+    const std::uint64_t car = g.car_id[cell];
+    g.acting[cell] = car != kNoCar ? 1 : 0;
+    if (car == kNoCar) return;
+    const int max_velocity = g.max_velocity[cell];
+    int speed = g.velocity[cell] + 1 < max_velocity ? g.velocity[cell] + 1 : max_velocity;
+    int gap = 0;
+    std::uint32_t at = cell;
+    while (gap < speed) {
+      const std::uint32_t next = g.next_on_route(car, at, network);
+      if (next == kNoCell || g.car_id[next] != kNoCar) break;
+      ++gap;
+      at = next;
+      if (g.outgoing_count[next] == 0) break;
+    }
+    if (speed > gap) speed = gap;
+    if (speed > 0 && network.slows_down(iteration, car)) --speed;
+    g.velocity[cell] = static_cast<std::uint8_t>(speed);
+    const std::uint64_t key = network.priority(iteration, car, cell);
+    at = cell;
+    for (int step = 0; step < speed; ++step) {
+      at = g.next_on_route(car, at, network);
+      atomic_max(&g.reservation[at], key);
+    }
+  }
+};
+
+/// NaSch rule 4: the car that was on the cell at the start of the step advances through the cells
+/// it won and leaves the network at a sink. The cells it enters were empty at the request (their
+/// own threads do nothing), and only the winner writes them.
+struct Move {
+  Cells g;
+  Network network;
+  std::uint64_t iteration;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    const std::uint32_t cell = static_cast<std::uint32_t>(index);
+    if (g.acting[cell] == 0) return;
+    const std::uint64_t car = g.car_id[cell];
+    const std::uint64_t key = network.priority(iteration, car, cell);
+    const int velocity = g.velocity[cell];
+    std::uint32_t at = cell;
+    int moved = 0;
+    for (int step = 0; step < velocity; ++step) {
+      const std::uint32_t next = g.next_on_route(car, at, network);
+      if (soaheap::detail::atomic_load(&g.reservation[next]) != key) break;
+      at = next;
+      ++moved;
+    }
+    if (moved == 0) {
+      g.velocity[cell] = 0;
+      return;
+    }
+    g.car_id[cell] = kNoCar;
+    if (g.outgoing_count[at] == 0) return;  // reached a sink: leaves the network
+    g.car_id[at] = car;
+    g.velocity[at] = static_cast<std::uint8_t>(moved);
+    g.max_velocity[at] = g.max_velocity[cell];
+  }
+};
+
+/// A free source cell may get a new car; the reservations start empty for the next step.
+struct Spawn {
+  Cells g;
+  Network network;
+  std::uint64_t iteration;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    const std::uint32_t cell = static_cast<std::uint32_t>(index);
+    g.reservation[cell] = 0;
+    if (g.source[cell] == 0 || g.car_id[cell] != kNoCar || !network.spawns(iteration, cell)) return;
+    g.place_car(cell, network.spawned_car_id(iteration, cell), network);
+  }
+};
+
+/// The model on per-cell arrays in the backend's memory.
+class Simulation {
+ public:
+  Simulation(const soaheap::detail::Executor& executor, const Network& network)
+      : executor_(executor), network_(network), arrays_(executor.backend, network.cell_count()) {
+    for (int k = 0; k < kMaxOutgoing; ++k) cells_.outgoing[k] = arrays_.add<std::uint32_t>();
+    cells_.outgoing_count = arrays_.add<std::uint8_t>();
+    cells_.source = arrays_.add<std::uint8_t>();
+    cells_.reservation = arrays_.add<std::uint64_t>();
+    cells_.acting = arrays_.add<std::uint8_t>();
+    cells_.car_id = arrays_.add<std::uint64_t>();
+    cells_.velocity = arrays_.add<std::uint8_t>();
+    cells_.max_velocity = arrays_.add<std::uint8_t>();
+    executor_.launch(arrays_.cells(), Initialize{cells_, network_});
+  }
+
+  /// Launches the kernels of one step (asynchronously on cuda).
+  void step(std::uint64_t iteration) const {
+    executor_.launch(arrays_.cells(), Request{cells_, network_, iteration});
+    executor_.launch(arrays_.cells(), Move{cells_, network_, iteration});
+    executor_.launch(arrays_.cells(), Spawn{cells_, network_, iteration});
+  }
+
+  std::uint64_t memory_bytes() const { return arrays_.bytes(); }
+
+  /// The car on every cell (waits for the launched steps).
+  std::vector<std::optional<Reference::Vehicle>> cars() const {
+    executor_.synchronize();
+    const std::vector<std::uint64_t> ids = arrays_.to_host(cells_.car_id);
+    const std::vector<std::uint8_t> velocity = arrays_.to_host(cells_.velocity);
+    const std::vector<std::uint8_t> max_velocity = arrays_.to_host(cells_.max_velocity);
+    std::vector<std::optional<Reference::Vehicle>> cars(ids.size());
+    for (std::size_t cell = 0; cell < ids.size(); ++cell)
+      if (ids[cell] != kNoCar) cars[cell] = Reference::Vehicle{ids[cell], velocity[cell], max_velocity[cell]};
+    return cars;
+  }
+
+ private:
+  const soaheap::detail::Executor& executor_;
+  Network network_;
+  soaheap_app::CellArrays arrays_;
+  Cells cells_{};
+};
+
+}  // namespace traffic_baseline
+
+namespace {
+
+int run_app(int argc, char** argv) {
+  CLI::App cli{"Traffic baseline: the Nagel-Schreckenberg rules of traffic on fixed per-cell arrays, without an "
+               "allocator. --size is the number of streets"};
+  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{256, 65536, 200, 1000});
+  traffic::Network network;
+  network.length = 64;
+  cli.add_option("--street-length", network.length, "cells per street")->capture_default_str()->check(CLI::Range(2, 1 << 16));
+  cli.add_option("--density", network.initial_density, "initial share of occupied cells")->capture_default_str();
+  cli.add_option("--spawn-probability", network.spawn_probability, "chance per step that a free source cell gets a car")
+      ->capture_default_str();
+  cli.add_option("--slow-down", network.slow_down_probability, "NaSch random slow-down probability")->capture_default_str();
+  CLI11_PARSE(cli, argc, argv);
+  const soaheap_app::AppOptions options = common.finalize();
+  const auto start = std::chrono::steady_clock::now();
+  network.streets = static_cast<std::uint32_t>(options.size);
+  network.seed = options.seed;
+
+  std::unique_ptr<soaheap::detail::ThreadPool> pool;
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(options.backend, "traffic_baseline", pool);
+  const traffic_baseline::Simulation simulation(executor, network);
+  const auto loop_start = std::chrono::steady_clock::now();
+  for (int it = 0; it < options.iterations; ++it) simulation.step(static_cast<std::uint64_t>(it));
+  executor.synchronize();  // kernels run asynchronously; the timed part ends when they are done
+  const auto loop_end = std::chrono::steady_clock::now();
+  const double loop_seconds = std::chrono::duration<double>(loop_end - loop_start).count();
+  const double timed_seconds = std::chrono::duration<double>(loop_end - start).count();
+
+  std::uint64_t cars = 0;
+  for (const auto& car : simulation.cars()) cars += car.has_value() ? 1 : 0;
+  const auto check = [&](const traffic::Network& checked_network, const traffic_baseline::Simulation& checked) {
+    traffic::Reference reference(checked_network);
+    for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
+    return reference.compare(checked.cars());
+  };
+  std::uint64_t mismatches = 0;
+  if (network.streets <= traffic::kReferenceMaxStreets) {
+    mismatches = check(network, simulation);
+  } else {
+    // Too large for the sequential reference: check a small network with the same rules.
+    traffic::Network small = network;
+    small.streets = traffic::kReferenceMaxStreets / 4;
+    const traffic_baseline::Simulation small_simulation(executor, small);
+    for (int it = 0; it < options.iterations; ++it) small_simulation.step(static_cast<std::uint64_t>(it));
+    mismatches = check(small, small_simulation);
+  }
+  const bool passed = mismatches == 0;
+  soaheap_app::BaselineResult result;
+  result.app = "traffic_baseline";
+  result.start = start;
+  result.timed_seconds = timed_seconds;
+  result.simulation_seconds = loop_seconds;
+  result.objects = {{"Cell", network.cell_count()}, {"Car", cars}};
+  result.memory_bytes = simulation.memory_bytes();
+  result.self_check_passed = passed;
+  result.extra = {{"streets", network.streets},
+                  {"cells", network.cell_count()},
+                  {"cars", cars},
+                  {"self_check_mismatches", mismatches}};
+  return soaheap_app::finish_baseline(result, options.backend, options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return soaheap_app::run_main("traffic_baseline", [&] { return run_app(argc, argv); });
+}

@@ -1,0 +1,6 @@
+// The untyped-memory suite on the host backend (real threads; runs everywhere, also under TSan and ASan).
+#include "tests/common/untyped_suite.inc"
+
+namespace soaheap_test {
+INSTANTIATE_TEST_SUITE_P(Host, UntypedTest, ::testing::Values(soaheap::Backend::host), soaheap_test::backend_name);
+}  // namespace soaheap_test
