@@ -10,6 +10,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -176,6 +177,7 @@ inline constexpr std::string_view retained_candidates_key = "retained_candidates
 inline constexpr std::string_view min_compactions_key = "min_compactions";
 inline constexpr std::string_view every_key = "every";
 inline constexpr std::string_view mass_threshold_key = "mass_threshold";
+inline constexpr std::string_view auto_budget_key = "auto_budget";
 inline constexpr std::string_view classes_key = "classes";
 
 inline const std::vector<std::string_view>& top_level_keys() {
@@ -184,7 +186,8 @@ inline const std::vector<std::string_view>& top_level_keys() {
 }
 inline const std::vector<std::string_view>& defrag_table_keys() {
   static const std::vector<std::string_view> keys{
-      policy_key, factor_key, retained_candidates_key, min_compactions_key, every_key, mass_threshold_key, classes_key};
+      policy_key,         factor_key,      retained_candidates_key, min_compactions_key, every_key,
+      mass_threshold_key, auto_budget_key, classes_key};
   return keys;
 }
 inline const std::vector<std::string_view>& class_table_keys() {
@@ -249,13 +252,28 @@ inline const ClassInfo* find_class(const std::vector<ClassInfo>& classes, const 
 }
 
 inline std::optional<DefragPolicyKind> policy_from_name(std::string_view name) {
-  for (const DefragPolicyKind kind : {DefragPolicyKind::manual, DefragPolicyKind::every, DefragPolicyKind::mass}) {
+  for (const DefragPolicyKind kind :
+       {DefragPolicyKind::manual, DefragPolicyKind::every, DefragPolicyKind::mass, DefragPolicyKind::automatic}) {
     if (name == to_string(kind)) return kind;
   }
   return std::nullopt;
 }
 
-inline std::string policy_problem() { return "expected one of \"manual\", \"every\", \"mass\""; }
+inline std::string policy_problem() { return "expected one of \"manual\", \"every\", \"mass\", \"auto\""; }
+
+/// The auto policy's budget: a share of the runtime, written "P%" (0 < P <= 100) or as a fraction
+/// 0 < f <= 1.
+inline text_reading<double> auto_budget_from_text(std::string_view text) {
+  const bool percent = !text.empty() && text.back() == '%';
+  const std::string number(percent ? text.substr(0, text.size() - 1) : text);
+  char* end = nullptr;
+  const double value = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size())
+    return {std::nullopt, "expected a share of the runtime like \"2%\" or 0.02"};
+  const double share = percent ? value / 100.0 : value;
+  if (!(share > 0.0 && share <= 1.0)) return {std::nullopt, "the share must be above 0 and at most 100 % (1.0)"};
+  return {share, {}};
+}
 
 inline std::string show_mass_threshold(const MassThreshold& threshold) {
   return threshold.is_percent ? format_decimal(threshold.value) + "%" : format_count(threshold.value);

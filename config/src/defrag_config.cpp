@@ -56,6 +56,14 @@ class environment_reader {
     return policy;
   }
 
+  std::optional<double> auto_budget(const std::string& name) const {
+    const std::optional<std::string> value = text(name);
+    if (!value) return std::nullopt;
+    const text_reading<double> reading = auto_budget_from_text(*value);
+    if (!reading.value) fail(name, *value, reading.problem);
+    return reading.value;
+  }
+
   std::optional<MassThreshold> mass_threshold(const std::string& name) const {
     const std::optional<std::string> value = text(name);
     if (!value) return std::nullopt;
@@ -96,12 +104,13 @@ void reject_ambiguous_class_variable(const environment_reader& environment, std:
 
 [[noreturn]] inline void throw_bad_policy_spec(std::string_view spec, std::string_view problem) {
   throw config_error("invalid defrag policy spec " + in_quotes(spec) + ": " + std::string(problem) +
-                         "; valid forms: \"none\", \"every:M\", \"mass:K2\", \"mass:P%\"",
+                         "; valid forms: \"none\", \"every:M\", \"mass:K2\", \"mass:P%\", \"auto\", \"auto:P%\"",
                      "policy spec");
 }
 
 bool is_known_policy(DefragPolicyKind policy) {
-  return policy == DefragPolicyKind::manual || policy == DefragPolicyKind::every || policy == DefragPolicyKind::mass;
+  return policy == DefragPolicyKind::manual || policy == DefragPolicyKind::every || policy == DefragPolicyKind::mass ||
+         policy == DefragPolicyKind::automatic;
 }
 
 }  // namespace
@@ -115,6 +124,7 @@ std::string_view to_string(DefragPolicyKind policy) {
     case DefragPolicyKind::manual: return "manual";
     case DefragPolicyKind::every: return "every";
     case DefragPolicyKind::mass: return "mass";
+    case DefragPolicyKind::automatic: return "auto";
   }
   return "invalid";
 }
@@ -148,6 +158,14 @@ void apply_policy_spec(DefragConfig& config, std::string_view spec) {
       detail::throw_bad_policy_spec(spec, "threshold " + detail::in_quotes(*argument) + ": " + threshold.problem);
     config.policy = DefragPolicyKind::mass;
     config.mass_threshold = *threshold.value;
+  } else if (name == "auto") {
+    if (argument) {
+      const detail::text_reading<double> budget = detail::auto_budget_from_text(*argument);
+      if (!budget.value)
+        detail::throw_bad_policy_spec(spec, "budget " + detail::in_quotes(*argument) + ": " + budget.problem);
+      config.auto_budget = *budget.value;
+    }
+    config.policy = DefragPolicyKind::automatic;
   } else {
     detail::throw_bad_policy_spec(spec, "unknown policy " + detail::in_quotes(name));
   }
@@ -169,6 +187,7 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
   }
   if (auto every = environment.integer(defrag_env::every, detail::every_range)) config.every = *every;
   if (auto threshold = environment.mass_threshold(defrag_env::mass_threshold)) config.mass_threshold = *threshold;
+  if (auto budget = environment.auto_budget(defrag_env::auto_budget)) config.auto_budget = *budget;
 
   for (const char* prefix : {defrag_env::class_factor_prefix, defrag_env::class_retained_candidates_prefix,
                              defrag_env::class_min_compactions_prefix}) {
@@ -222,6 +241,10 @@ void validate(const DefragConfig& config, const std::vector<ClassInfo>& classes)
     throw_bad_value({{}, key(mass_threshold_key)}, show_mass_threshold(config.mass_threshold), problem);
   }
 
+  if (!(config.auto_budget > 0.0 && config.auto_budget <= 1.0)) {
+    throw_bad_value({{}, key(auto_budget_key)}, std::to_string(config.auto_budget),
+                    "the share must be above 0 and at most 1 (100 %)");
+  }
   if (config.policy == DefragPolicyKind::every && config.every <= 0) {
     throw_bad_value({{}, key(every_key)}, std::to_string(config.every),
                     "policy \"every\" needs an interval of at least 1 iteration (set " + key(every_key) + " or " +

@@ -171,6 +171,18 @@ class schema_reader {
     }
   }
 
+  // A share of the runtime: a number (0.02) or a string ("2%").
+  double read_auto_budget(const node& value, const std::string& path) const {
+    const value_kind kind = Adapter::kind(value);
+    const bool number = kind == value_kind::floating_point || kind == value_kind::integer;
+    if (!number && kind != value_kind::string)
+      throw_bad_value(value_site(value, path), describe_value(value), "expected a share like 0.02 or \"2%\"");
+    const text_reading<double> budget =
+        auto_budget_from_text(number ? Adapter::as_written(value) : Adapter::string(value));
+    if (!budget.value) throw_bad_value(value_site(value, path), describe_value(value), budget.problem);
+    return *budget.value;
+  }
+
   void read_defrag_table(const std::string& defrag_key, const node& defrag) {
     const std::string defrag_path = append_key({}, defrag_key);
     require_table(defrag, defrag_path, "defragmentation settings");
@@ -189,6 +201,8 @@ class schema_reader {
         config_.every = read_integer(value, path, every_range);
       } else if (key == mass_threshold_key) {
         config_.mass_threshold = read_mass_threshold(value, path);
+      } else if (key == auto_budget_key) {
+        config_.auto_budget = read_auto_budget(value, path);
       } else if (key == classes_key) {
         read_classes_table(value, path);
       } else {

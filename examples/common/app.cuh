@@ -179,6 +179,8 @@ inline std::string policy_description(const soaheap::DefragConfig& config) {
       return "every:" + std::to_string(config.every);
     case soaheap::DefragPolicyKind::mass:
       return "mass:" + nlohmann::json(config.mass_threshold.value).dump() + (config.mass_threshold.is_percent ? "%" : "");
+    case soaheap::DefragPolicyKind::automatic:
+      return "auto:" + nlohmann::json(100.0 * config.auto_budget).dump() + "%";
     default:
       return "none";
   }

@@ -4,7 +4,11 @@
 // then that class is defragmented with k1 = 0. Each run uses a fresh heap and prints one JSON line.
 //
 //   defrag_bench [--backend cuda|host] [--objects N] [--delete-percent 60] [--factors 1,2,3,4,5]
-//                [--strategy both|forwarding|records] [--mode table1|figure9] [--seed S]
+//                [--compaction both|plan|passes] [--strategy both|forwarding|records]
+//                [--target bound|minimum] [--locality-window W] [--mode table1|figure9] [--seed S]
+//
+// Every (deletion, n) is run with each compaction strategy on a fresh heap (same seed, so the same
+// graph), one JSON line per run, then one "comparison" line that puts plan and passes side by side.
 //
 // Bandwidths count bytes read plus bytes written, for the device-to-device copy measured first as
 // for the phases: copy = 2 x bytes moved; rewrite = pointer-field bytes scanned in every pass plus a
@@ -153,6 +157,9 @@ struct RunSettings {
   double delete_percent;
   int factor;
   soaheap::RewriteStrategy strategy;
+  soaheap::CompactionStrategy compaction;
+  soaheap::DefragTarget target;
+  std::uint64_t locality_window;
   std::uint64_t seed;
   bool validate;
 };
@@ -178,6 +185,9 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   defrag.factor = settings.factor;
   defrag.retained_candidates = 0;
   defrag.strategy = settings.strategy;
+  defrag.compaction = settings.compaction;
+  defrag.target = settings.target;
+  defrag.locality_window = settings.compaction == soaheap::CompactionStrategy::plan ? settings.locality_window : 0;
   const soaheap::DefragResult result = soaheap::defragment<BenchA>(heap, defrag);
   if (settings.validate) heap.validate(soaheap::Validation::full);
 
@@ -191,6 +201,9 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   line["delete_percent"] = settings.delete_percent;
   line["n"] = settings.factor;
   line["strategy"] = settings.strategy == soaheap::RewriteStrategy::records ? "records" : "forwarding_pointers";
+  line["compaction"] = soaheap::to_string(settings.compaction);
+  line["target"] = settings.target == soaheap::DefragTarget::minimum ? "minimum" : "bound";
+  line["locality_window"] = defrag.locality_window;
   line["live_a"] = live_a;
   line["live_b"] = live_b;
   line["passes"] = result.passes;
@@ -201,6 +214,9 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   line["candidates_after"] = result.candidates_after;
   line["fragmentation_before"] = result.fragmentation_before;
   line["fragmentation_after"] = result.fragmentation_after;
+  line["blocks_before"] = result.blocks_before;
+  line["blocks_after"] = result.blocks_after;
+  line["minimum_blocks"] = result.minimum_blocks;
   line["scan_ms"] = result.times.scan_ms;
   line["copy_ms"] = result.times.copy_ms;
   line["forward_ms"] = result.times.forward_ms;
@@ -216,6 +232,22 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   return line;
 }
 
+/// One line with the plan run and the passes run side by side.
+nlohmann::json comparison(const nlohmann::json& plan, const nlohmann::json& passes) {
+  nlohmann::json line;
+  line["comparison"] = "plan_vs_passes";
+  for (const char* key : {"mode", "backend", "delete_percent", "n", "strategy", "minimum_blocks"}) line[key] = plan[key];
+  for (const char* key : {"passes", "relocations", "total_ms", "scan_ms", "copy_ms", "forward_ms", "rewrite_ms",
+                          "state_ms", "copy_bandwidth_fraction", "rewrite_bandwidth_fraction", "fragmentation_after",
+                          "blocks_after"}) {
+    line[std::string("plan_") + key] = plan[key];
+    line[std::string("passes_") + key] = passes[key];
+  }
+  const double plan_ms = plan["total_ms"].get<double>();
+  line["speedup"] = plan_ms > 0 ? passes["total_ms"].get<double>() / plan_ms : 0.0;
+  return line;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -223,6 +255,9 @@ int main(int argc, char** argv) {
   std::string backend_name;
   std::string mode = "table1";
   std::string strategy_name = "both";
+  std::string compaction_name = "both";
+  std::string target_name = "bound";
+  std::uint64_t locality_window = 0;
   std::uint64_t objects = 0;
   double delete_percent = 60;
   std::vector<int> factors = {1, 2, 3, 4, 5};
@@ -238,6 +273,12 @@ int main(int argc, char** argv) {
   app.add_option("--factors", factors, "defragmentation factors n")->delimiter(',')->check(CLI::Range(1, 63));
   app.add_option("--strategy", strategy_name, "rewrite strategy: forwarding, records or both")
       ->check(CLI::IsMember({"both", "forwarding", "records"}));
+  app.add_option("--compaction", compaction_name, "compaction strategy: plan, passes or both (side by side)")
+      ->check(CLI::IsMember({"both", "plan", "passes"}));
+  app.add_option("--target", target_name, "bound: the candidates (1/(n+1) guarantee); minimum: ceil(live/N) blocks (plan)")
+      ->check(CLI::IsMember({"bound", "minimum"}));
+  app.add_option("--locality-window", locality_window,
+                 "plan: compact windows of W consecutive blocks on their own (0: the whole class)");
   app.add_option("--seed", seed, "seed of the random links and deletions");
   app.add_flag("--validate", validate, "run heap.validate(full) after each defragmentation (slow)");
   CLI11_PARSE(app, argc, argv);
@@ -250,6 +291,11 @@ int main(int argc, char** argv) {
     std::vector<soaheap::RewriteStrategy> strategies;
     if (strategy_name != "records") strategies.push_back(soaheap::RewriteStrategy::forwarding_pointers);
     if (strategy_name != "forwarding") strategies.push_back(soaheap::RewriteStrategy::records);
+    std::vector<soaheap::CompactionStrategy> compactions;
+    if (compaction_name != "passes") compactions.push_back(soaheap::CompactionStrategy::plan);
+    if (compaction_name != "plan" && target_name != "minimum") compactions.push_back(soaheap::CompactionStrategy::passes);
+    const soaheap::DefragTarget target =
+        target_name == "minimum" ? soaheap::DefragTarget::minimum : soaheap::DefragTarget::bound;
 
     // The reference bandwidth: a plain copy as large as the objects of one class.
     const std::uint64_t copy_bytes = std::max<std::uint64_t>(std::uint64_t{64} << 20, objects * 32);
@@ -271,10 +317,17 @@ int main(int argc, char** argv) {
       for (const int factor : factors)
         for (const soaheap::RewriteStrategy strategy : strategies) {
           if (figure9 && strategy != strategies.front()) continue;  // the fragmentation does not depend on it
-          nlohmann::json line =
-              run_once(RunSettings{backend, objects, percent, factor, strategy, seed, validate}, device_copy_gbs);
-          line["mode"] = mode;
-          std::cout << line.dump() << std::endl;
+          std::vector<nlohmann::json> lines;
+          for (const soaheap::CompactionStrategy compaction : compactions) {
+            nlohmann::json line = run_once(
+                RunSettings{backend, objects, percent, factor, strategy, compaction, target, locality_window, seed,
+                            validate},
+                device_copy_gbs);
+            line["mode"] = mode;
+            std::cout << line.dump() << std::endl;
+            lines.push_back(line);
+          }
+          if (lines.size() == 2) std::cout << comparison(lines[0], lines[1]).dump() << std::endl;
         }
   } catch (const std::exception& error) {
     std::cerr << "defrag_bench: " << error.what() << "\n";

@@ -345,7 +345,7 @@ TEST(DefragConfigErrors, UnknownKeysAreNamedWithTheAllowedOnes) {
   EXPECT_TRUE(
       throws_config_error([] { from_toml("[defrag]\nfactr = 2\n"); },
                           {"<string>:2:1", "defrag.factr", "unknown key",
-                           "policy, factor, retained_candidates, min_compactions, every, mass_threshold, classes"}));
+                           "policy, factor, retained_candidates, min_compactions, every, mass_threshold, auto_budget, classes"}));
   EXPECT_TRUE(throws_config_error([] { from_toml("[defrag.classes.Fish]\nevery = 2\n"); },
                                   {"defrag.classes.Fish.every", "unknown key",
                                    "allowed in defrag.classes.Fish: factor, retained_candidates, min_compactions"}));
@@ -590,6 +590,50 @@ TEST(DefragPolicy, BadSpecsAreNamed) {
     EXPECT_TRUE(throws_config_error([&] { soaheap::apply_policy_spec(config, bad); },
                                     {"invalid defrag policy spec \"" + bad + "\"", "every:M"}));
   }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The auto policy and its budget (file, environment, policy spec)
+
+namespace {
+
+TEST(DefragConfigAuto, BudgetFromFileEnvironmentAndSpec) {
+  EXPECT_DOUBLE_EQ(DefragConfig{}.auto_budget, 0.02);
+  const DefragConfig file = from_json(R"({"defrag": {"policy": "auto", "auto_budget": "5%"}})");
+  EXPECT_EQ(file.policy, DefragPolicyKind::automatic);
+  EXPECT_DOUBLE_EQ(file.auto_budget, 0.05);
+  EXPECT_DOUBLE_EQ(from_toml("[defrag]\npolicy = \"auto\"\nauto_budget = 0.1\n").auto_budget, 0.1);
+
+  DefragConfig config;
+  const fake_environment environment{{"SOAHEAP_DEFRAG_POLICY", "auto"}, {"SOAHEAP_DEFRAG_AUTO_BUDGET", "1.5%"}};
+  soaheap::apply_defrag_env_overrides(config, heap_classes, environment.getenv());
+  EXPECT_EQ(config.policy, DefragPolicyKind::automatic);
+  EXPECT_DOUBLE_EQ(config.auto_budget, 0.015);
+
+  DefragConfig from_spec;
+  soaheap::apply_policy_spec(from_spec, "auto");
+  EXPECT_EQ(from_spec.policy, DefragPolicyKind::automatic);
+  EXPECT_DOUBLE_EQ(from_spec.auto_budget, 0.02);
+  soaheap::apply_policy_spec(from_spec, "auto:3%");
+  EXPECT_DOUBLE_EQ(from_spec.auto_budget, 0.03);
+  EXPECT_EQ(soaheap::to_string(DefragPolicyKind::automatic), "auto");
+  EXPECT_EQ(soaheap::parse_policy_kind("auto"), DefragPolicyKind::automatic);
+}
+
+TEST(DefragConfigAuto, BadBudgetsNameTheValue) {
+  EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"auto_budget": 0}})"); }, {"defrag.auto_budget", "above 0"}));
+  EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"auto_budget": "150%"}})"); }, {"150%"}));
+  EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"auto_budget": true}})"); }, {"defrag.auto_budget"}));
+  DefragConfig config;
+  EXPECT_TRUE(throws_config_error([&] { soaheap::apply_policy_spec(config, "auto:lots"); }, {"auto:lots", "lots"}));
+  const fake_environment environment{{"SOAHEAP_DEFRAG_AUTO_BUDGET", "-1"}};
+  EXPECT_TRUE(throws_config_error(
+      [&] { soaheap::apply_defrag_env_overrides(config, heap_classes, environment.getenv()); },
+      {"SOAHEAP_DEFRAG_AUTO_BUDGET", "-1"}));
+  config.auto_budget = 2.0;
+  EXPECT_TRUE(throws_config_error([&] { soaheap::validate(config, heap_classes); }, {"defrag.auto_budget"}));
 }
 
 }  // namespace

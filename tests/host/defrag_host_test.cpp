@@ -1,4 +1,4 @@
-// The defragmentation suite on the host backend (both rewrite strategies), plus host-only checks.
+// The defragmentation suite on the host backend (both compaction and both rewrite strategies), plus host-only checks.
 #include "tests/common/defrag_suite.inc"
 
 #include <soaheap/defrag/policy.hpp>
@@ -105,6 +105,52 @@ TEST_P(DefragTest, PolicyAfterMassDeallocation) {
   heap.validate(soaheap::Validation::full);
 }
 
+TEST_P(DefragTest, PolicyAutoCompactsToTheMinimumWithinItsBudget) {
+  GraphSpec spec;
+  spec.atoms = 4000;
+  spec.molecules = 1500;
+  spec.delete_percent = 60;
+  DefragHeap heap(heap_options(4 * spec.size()));
+  TestBuffer<Entity*> objects(backend(), spec.size());
+  build_fragmented(heap, objects, spec);
+  soaheap::DefragConfig config;
+  config.policy = soaheap::DefragPolicyKind::automatic;
+  config.auto_budget = 1.0;  // everything may go to defragmentation
+  soaheap::DefragPolicy generous(config);
+  EXPECT_TRUE(generous.maybe_defrag(heap, 0).empty()) << "the first call only starts the clock";
+  const std::vector<soaheap::DefragResult> results = generous.maybe_defrag(heap, 1);
+  ASSERT_FALSE(results.empty());
+  const soaheap::HeapStats stats = heap.stats();
+  for (const char* name : {"Atom", "Molecule"}) {
+    const soaheap::ClassStats& entry = stats.of(name);
+    const auto capacity = static_cast<std::uint64_t>(entry.capacity);
+    EXPECT_EQ(entry.allocated_blocks, (entry.used_slots + capacity - 1) / capacity) << name;
+  }
+  EXPECT_GT(generous.auto_spent_ms(), 0.0);
+  expect_graphs(dump_graph(heap, spec.size()), {spec});
+  heap.validate(soaheap::Validation::full);
+  EXPECT_TRUE(generous.maybe_defrag(heap, 2).empty()) << "nothing left to gain";
+
+  // A tiny budget: one run (its cost is unknown before), then nothing until the runtime pays for it.
+  GraphSpec more = spec;
+  more.first_id = spec.size();
+  more.seed = 99;
+  TestBuffer<Entity*> more_objects(backend(), 2 * spec.size());
+  build_graph(heap, more_objects, more);
+  config.auto_budget = 1e-9;
+  soaheap::DefragPolicy frugal(config);
+  EXPECT_TRUE(frugal.maybe_defrag(heap, 0).empty());
+  EXPECT_FALSE(frugal.maybe_defrag(heap, 1).empty());
+  GraphSpec third = more;  // fragments the heap again (its pointers stay inside it)
+  third.first_id = 2 * spec.size();
+  third.seed = 100;
+  TestBuffer<Entity*> third_objects(backend(), 3 * spec.size());
+  build_graph(heap, third_objects, third);
+  ASSERT_GT(heap.stats().of("Atom").candidate_blocks, 10u);
+  EXPECT_TRUE(frugal.maybe_defrag(heap, 2).empty()) << "the budget is spent";
+  EXPECT_GT(frugal.auto_spent_ms(), config.auto_budget * frugal.auto_elapsed_ms());
+}
+
 TEST_P(DefragTest, PolicyNeedsItsParameter) {
   soaheap::DefragConfig every;
   every.policy = soaheap::DefragPolicyKind::every;
@@ -122,10 +168,6 @@ TEST_P(DefragTest, PolicyNeedsItsParameter) {
   EXPECT_THROW(policy.maybe_defrag(heap, 1), soaheap::config_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Host, DefragTest,
-                         ::testing::Combine(::testing::Values(soaheap::Backend::host),
-                                            ::testing::Values(soaheap::RewriteStrategy::forwarding_pointers,
-                                                              soaheap::RewriteStrategy::records)),
-                         defrag_parameter_name);
+INSTANTIATE_TEST_SUITE_P(Host, DefragTest, defrag_parameters(soaheap::Backend::host), defrag_parameter_name);
 
 }  // namespace soaheap_test

@@ -10,6 +10,7 @@ Layers, bottom to top; a file may include its own module and any module of a low
   3  defrag      compaction, policies
   4  profiler    memory profiles
   5  umbrella    soaheap/soaheap.cuh
+  6  compat      DynaSOAr source compatibility (builds on the umbrella header)
 
 Two modules of the same rank may not include each other. Programs (examples/, tools/, tests/) sit
 above everything and are not checked. Also checked: toml++ is included only by config/src, the one
@@ -21,7 +22,7 @@ import pathlib
 import re
 import sys
 
-RANKS = {"base": 0, "config": 0, "reflection": 1, "core": 2, "defrag": 3, "profiler": 4, "umbrella": 5}
+RANKS = {"base": 0, "config": 0, "reflection": 1, "core": 2, "defrag": 3, "profiler": 4, "umbrella": 5, "compat": 6}
 SOURCE_SUFFIXES = {".hpp", ".cuh", ".h", ".cpp", ".cu", ".inc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
 MODULE_OF_INCLUDE = re.compile(r"^soaheap/([a-z_]+)/")

@@ -91,6 +91,14 @@ class RatioTest(unittest.TestCase):
         self.assertEqual(table["generation"], ("every:50", 2))
         self.assertEqual(table["wa-tor"], ("mass", 9))
 
+    def test_auto_policy_replaces_the_papers_settings(self):
+        self.assertEqual(bench.policy_arguments("auto", None, None), ["--defrag-policy", "auto"])
+        self.assertEqual(bench.policy_arguments("auto", None, None, "5%"), ["--defrag-policy", "auto:5%"])
+        arguments = bench.parse_arguments(["--policy", "auto", "--auto-budget", "3%"])
+        self.assertEqual(bench.on_arguments(arguments, "mass", 9), ["--defrag-policy", "auto:3%"])
+        paper = bench.parse_arguments([])
+        self.assertEqual(bench.on_arguments(paper, "mass", 9), ["--defrag-policy", "mass:10%", "--defrag-factor", "9"])
+
     def test_every_application_but_barnes_hut_has_a_baseline(self):
         names = {name for name, _, _, _ in bench.APPLICATIONS}
         self.assertEqual(names - set(bench.BASELINES), {"barnes-hut"})

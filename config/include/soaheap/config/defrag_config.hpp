@@ -40,6 +40,7 @@ enum class DefragPolicyKind {
   manual,  ///< only when the program calls soaheap::defragment<T>() itself
   every,   ///< every m iterations (DefragConfig::every)
   mass,    ///< once at least k2 candidates exist (DefragConfig::mass_threshold)
+  automatic,  ///< "auto": when the memory it frees is worth its measured cost, within DefragConfig::auto_budget
 };
 
 /// @brief Per-class overrides; an empty optional falls back to the global
@@ -84,6 +85,7 @@ struct DefragConfig {
   long long min_compactions = 1;                       ///< fewest source blocks that make a pass worth running
   MassThreshold mass_threshold{};                      ///< k2, required when policy == mass
   long long every = 0;                                 ///< m, required (> 0) when policy == every
+  double auto_budget = 0.02;                           ///< policy auto: most share of the runtime spent defragmenting
   std::map<std::string, DefragClassSettings> classes;  ///< per-class overrides by class name
 
   /// @brief n for @p class_name: its override, else the global factor.
@@ -146,6 +148,7 @@ inline constexpr const char retained_candidates[] = "SOAHEAP_DEFRAG_RETAINED";
 inline constexpr const char min_compactions[] = "SOAHEAP_DEFRAG_MIN_COMPACTIONS";
 inline constexpr const char every[] = "SOAHEAP_DEFRAG_EVERY";
 inline constexpr const char mass_threshold[] = "SOAHEAP_DEFRAG_MASS_THRESHOLD";
+inline constexpr const char auto_budget[] = "SOAHEAP_DEFRAG_AUTO_BUDGET";
 /// Per-class variables are these prefixes followed by the class name in upper
 /// case, with every character other than A-Z and 0-9 replaced by '_'.
 inline constexpr const char class_factor_prefix[] = "SOAHEAP_DEFRAG_FACTOR_";

@@ -18,9 +18,11 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <typeindex>
 #include <vector>
 
 #if SOAHEAP_HAS_CUDA
@@ -398,6 +400,16 @@ class Heap {
     return list;
   }
 
+  /// @brief State that a higher layer keeps per heap (defrag's persistent scratch buffers and
+  /// timers), made by its default constructor on first use and kept until the heap dies. Core never
+  /// looks inside; one instance per type.
+  template <class State>
+  State& attachment() const {
+    std::shared_ptr<void>& slot = attachments_[std::type_index(typeid(State))];
+    if (!slot) slot = std::make_shared<State>();
+    return *static_cast<State*>(slot.get());
+  }
+
   /// @brief Throws usage_error naming @p operation while a bulk operation runs on this heap.
   void require_idle(const char* operation) const {
     if (busy_.load())
@@ -571,6 +583,7 @@ class Heap {
   mutable detail::Memory statistics_counters_;
   mutable std::vector<ListBuffer> block_lists_;
   mutable detail::OperationTimer enumeration_timer_;
+  mutable std::map<std::type_index, std::shared_ptr<void>> attachments_;
   int defrag_factor_[kClassCount] = {};
   mutable std::atomic<bool> busy_{false};
 };

@@ -15,15 +15,43 @@ enum class RewriteStrategy {
   records,              ///< per-pass records of the blocks' bitmaps; the new slot is recomputed (paper §3.8)
 };
 
+/// @brief How the objects to move and their destinations are chosen.
+enum class CompactionStrategy {
+  /// One compaction plan computed on the device: the emptiest candidates are emptied into the free
+  /// slots of the fullest, every object moves at most once, one pointer-rewrite scan, no host
+  /// round trip until the final counts (see defrag/detail/compaction_plan.cuh).
+  plan,
+  /// The ISMM 2019 algorithm: passes that each merge n+1 candidates into n, until at most k1 remain.
+  passes,
+};
+
+/// @brief Which blocks a defragmentation run compacts.
+enum class DefragTarget {
+  bound,    ///< the candidates (fill <= n/(n+1)): afterwards fragmentation <= 1/(n+1) (paper guarantee)
+  minimum,  ///< every block with a free slot: afterwards ceil(live/N_T) blocks, at most one partly filled (plan only)
+};
+
 /// @brief Options of one defragmentation run.
 struct DefragOptions {
   int factor = 0;                      ///< n: merge n+1 blocks into n; 0 = the heap's current factor for the class
   long long retained_candidates = 0;   ///< k1: stop once at most this many candidate blocks remain
   long long min_compactions = 1;       ///< a pass runs only if it has at least this many source blocks
   RewriteStrategy strategy = RewriteStrategy::forwarding_pointers;
+  CompactionStrategy compaction = CompactionStrategy::plan;
+  DefragTarget target = DefragTarget::bound;
+  /// Locality (plan only): 0 compacts each class as a whole; W > 0 compacts each window of W
+  /// consecutive block ids (rounded up to a multiple of 64) on its own, so no object leaves its
+  /// window, at the price of up to one partly filled block per window instead of per class.
+  std::uint64_t locality_window = 0;
 };
 
-/// @brief Wall-clock milliseconds spent in each phase, summed over all passes (and subclasses).
+inline const char* to_string(CompactionStrategy compaction) {
+  return compaction == CompactionStrategy::plan ? "plan" : "passes";
+}
+
+/// @brief Milliseconds spent in each phase, summed over all passes (and subclasses): GPU time by
+/// CUDA events for the plan strategy on cuda, wall time otherwise. For the plan strategy "scan" is
+/// building the plan and "forward" is 0 (forwarding pointers are left by the copy kernel).
 struct DefragPhaseTimes {
   double scan_ms = 0, copy_ms = 0, forward_ms = 0, rewrite_ms = 0, state_ms = 0;
   double total_ms() const { return scan_ms + copy_ms + forward_ms + rewrite_ms + state_ms; }
@@ -40,6 +68,10 @@ struct DefragResult {
   std::uint64_t candidates_after = 0;
   double fragmentation_before = 0;         ///< paper's F over the covered classes, before / after
   double fragmentation_after = 0;
+  std::uint64_t blocks_before = 0;         ///< allocated blocks of the covered classes before / after
+  std::uint64_t blocks_after = 0;
+  std::uint64_t live_objects = 0;          ///< objects of the covered classes (unchanged by the run)
+  std::uint64_t minimum_blocks = 0;        ///< sum over covered classes of ceil(live/N): the least possible
   DefragPhaseTimes times;
 };
 

@@ -4,7 +4,12 @@
 ///        compaction of the blocks of T (and of each concrete subclass of T), after CompactGpu
 ///        (Springer & Masuhara, ISMM 2019).
 ///
-/// One pass over class C, each step a kernel run between the application's kernels:
+/// Two strategies (DefragOptions::compaction). The default, `plan`, computes on the device in one
+/// go which blocks give objects away and where every moved object goes, then copies (leaving
+/// forwarding pointers), rewrites pointers in one scan and updates block states; nothing waits for
+/// the GPU until the final counts are read (detail/compaction_plan.cuh, detail/plan_run.cuh).
+///
+/// `passes` is the paper's algorithm. One pass over class C, each step a kernel run between the application's kernels:
 ///  0. scan:    R = sorted ids of the defrag[C] candidates; B = floor(r/(n+1)) sources R[0..B), each
 ///              with the n targets R[i + k·B]; their bitmaps are frozen into a pass plan.
 ///  1. copy:    64 threads per source; the s-th object goes to the s-th free slot across its targets.
@@ -27,6 +32,7 @@
 #include <soaheap/defrag/detail/forwarding.cuh>
 #include <soaheap/defrag/detail/logger.hpp>
 #include <soaheap/defrag/detail/pass_plan.cuh>
+#include <soaheap/defrag/detail/plan_run.cuh>
 #include <soaheap/defrag/detail/rewrite_pointers.cuh>
 #include <soaheap/defrag/detail/state_update.cuh>
 
@@ -58,21 +64,31 @@ inline double lap_ms(std::chrono::steady_clock::time_point& start) {
   return ms;
 }
 
-/// F of the ISMM paper over the blocks of all concrete subclasses of T, and their candidate count.
+/// Occupancy of the blocks of all concrete subclasses of T (by heap.stats(); the passes strategy).
+struct CoveredOccupancy {
+  double fragmentation = 0;  ///< F of the ISMM paper
+  std::uint64_t candidates = 0;
+  std::uint64_t blocks = 0;
+  std::uint64_t live = 0;
+  std::uint64_t minimum_blocks = 0;
+};
 template <class T, class HeapType>
-void measure_fragmentation(const HeapType& heap, double& fragmentation, std::uint64_t& candidates) {
+CoveredOccupancy measure_occupancy(const HeapType& heap) {
   const HeapStats stats = heap.stats();
   double free_fraction_sum = 0;
-  std::uint64_t blocks = 0;
-  candidates = 0;
+  CoveredOccupancy result;
   HeapType::View::template for_each_concrete_subclass<T>([&](auto tag) {
     using C = tag_type_t<decltype(tag)>;
     const ClassStats& entry = stats.classes[HeapType::template class_id<C>];
     free_fraction_sum += entry.fragmentation() * static_cast<double>(entry.allocated_blocks);
-    blocks += entry.allocated_blocks;
-    candidates += entry.candidate_blocks;
+    result.blocks += entry.allocated_blocks;
+    result.candidates += entry.candidate_blocks;
+    result.live += entry.used_slots;
+    const auto capacity = static_cast<std::uint64_t>(entry.capacity);
+    result.minimum_blocks += (entry.used_slots + capacity - 1) / capacity;
   });
-  fragmentation = blocks == 0 ? 0.0 : free_fraction_sum / static_cast<double>(blocks);
+  result.fragmentation = result.blocks == 0 ? 0.0 : free_fraction_sum / static_cast<double>(result.blocks);
+  return result;
 }
 
 /// Runs the passes over concrete class C (the caller holds the heap's operation guard).
@@ -140,12 +156,15 @@ void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, Defr
       if constexpr (!U::kAbstract && can_hold_pointer_to_v<U, C>) {
         const typename HeapType::BlockList& holders = blocks_of_holder(HeapType::template class_id<U>);
         if (records) {
-          using Kernel = RewritePointersKernel<View, U, C, RecordLookup<View>>;
-          executor.run(Kernel::thread_count(holders.count), Kernel{view, plan, holders.ids(), RecordLookup<View>{view}});
-        } else {
-          using Kernel = RewritePointersKernel<View, U, C, ForwardingPointerLookup<View>>;
+          using Relocation = PassRelocation<View, RecordLookup<View>>;
+          using Kernel = RewritePointersKernel<View, U, C, Relocation>;
           executor.run(Kernel::thread_count(holders.count),
-                       Kernel{view, plan, holders.ids(), ForwardingPointerLookup<View>{view}});
+                       Kernel{view, holders.ids(), Relocation{view, plan, RecordLookup<View>{view}}});
+        } else {
+          using Relocation = PassRelocation<View, ForwardingPointerLookup<View>>;
+          using Kernel = RewritePointersKernel<View, U, C, Relocation>;
+          executor.run(Kernel::thread_count(holders.count),
+                       Kernel{view, holders.ids(), Relocation{view, plan, ForwardingPointerLookup<View>{view}}});
         }
       }
     };
@@ -188,6 +207,12 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
   if (options.min_compactions < 0)
     throw invalid_argument("soaheap: defrag of " + name + ": min_compactions=" + std::to_string(options.min_compactions) +
                            " is negative");
+  if (options.target == DefragTarget::minimum && options.compaction != CompactionStrategy::plan)
+    throw invalid_argument("soaheap: defrag of " + name + ": target=minimum needs compaction=plan (the passes "
+                           "strategy only guarantees the 1/(n+1) bound)");
+  if (options.locality_window != 0 && options.compaction != CompactionStrategy::plan)
+    throw invalid_argument("soaheap: defrag of " + name + ": locality_window=" + std::to_string(options.locality_window) +
+                           " needs compaction=plan");
   if (options.factor != 0) {
     // Check every covered class before changing any, so a bad n leaves the heap as it was.
     View::template for_each_concrete_subclass<T>([&](auto tag) {
@@ -200,23 +225,37 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
                                std::to_string(kCapacity) + ")");
     });
     View::template for_each_concrete_subclass<T>([&](auto tag) {
-      heap.set_defrag_factor(HeapType::template class_id<detail::tag_type_t<decltype(tag)>>, options.factor);
+      constexpr int kClass = HeapType::template class_id<detail::tag_type_t<decltype(tag)>>;
+      // Rebuilding the candidate bitmap waits for the GPU: only when n changes.
+      if (heap.defrag_factor(kClass) != options.factor) heap.set_defrag_factor(kClass, options.factor);
     });
   }
 
   const typename HeapType::OperationGuard guard(heap, "defrag");
   DefragResult result;
   result.class_name = name;
-  detail::measure_fragmentation<T>(heap, result.fragmentation_before, result.candidates_before);
-  View::template for_each_concrete_subclass<T>(
-      [&](auto tag) { detail::defragment_class<detail::tag_type_t<decltype(tag)>>(heap, options, result); });
-  detail::measure_fragmentation<T>(heap, result.fragmentation_after, result.candidates_after);
+  if (options.compaction == CompactionStrategy::plan) {
+    detail::compact_with_plan<T>(heap, options, result);
+  } else {
+    const detail::CoveredOccupancy before = detail::measure_occupancy<T>(heap);
+    View::template for_each_concrete_subclass<T>(
+        [&](auto tag) { detail::defragment_class<detail::tag_type_t<decltype(tag)>>(heap, options, result); });
+    const detail::CoveredOccupancy after = detail::measure_occupancy<T>(heap);
+    result.fragmentation_before = before.fragmentation;
+    result.candidates_before = before.candidates;
+    result.blocks_before = before.blocks;
+    result.live_objects = before.live;
+    result.minimum_blocks = before.minimum_blocks;
+    result.fragmentation_after = after.fragmentation;
+    result.candidates_after = after.candidates;
+    result.blocks_after = after.blocks;
+  }
 
   detail::library_logger()->info(
-      "defrag {}: {} passes, {} blocks freed, {} objects moved ({} bytes), candidates {} -> {}, fragmentation "
+      "defrag {} ({}): {} passes, {} blocks freed, {} objects moved ({} bytes), candidates {} -> {}, fragmentation "
       "{:.4f} -> {:.4f}; scan {:.3f} ms, copy {:.3f} ms, forward {:.3f} ms, rewrite {:.3f} ms, state {:.3f} ms, "
       "total {:.3f} ms",
-      name, result.passes, result.blocks_freed, result.objects_moved, result.bytes_moved, result.candidates_before,
+      name, to_string(options.compaction), result.passes, result.blocks_freed, result.objects_moved, result.bytes_moved, result.candidates_before,
       result.candidates_after, result.fragmentation_before, result.fragmentation_after, result.times.scan_ms,
       result.times.copy_ms, result.times.forward_ms, result.times.rewrite_ms, result.times.state_ms,
       result.times.total_ms());

@@ -11,7 +11,17 @@
 ///            more than its k1 candidates;
 ///  - mass:   each concrete class whose candidate count reached k2·n/(n+1), with k2 an absolute
 ///            block count or a percentage of the heap's blocks (a larger n makes more blocks
-///            candidates, hence the scaling).
+///            candidates, hence the scaling);
+///  - auto:   pays for itself. It keeps the runtime since its first call and the time its own work
+///            took (statistics and defragmentation, measured after waiting for the application's
+///            kernels, so only its own work counts). Only while that share, with the cost of a
+///            look and of the cheapest known run added, stays below DefragConfig::auto_budget
+///            (default 2 %) does it look at the heap (and, after looks that found nothing, only
+///            every 2, 4, ... up to kAutoMaxLookInterval iterations); it then compacts
+///            each concrete class to its minimum block count (plan strategy, target minimum) when
+///            that frees at least 1/kAutoMinimumGain of the class's blocks and the last measured cost
+///            of doing it for that class still fits into what the budget allowed when the look
+///            started (a class never compacted before counts as free, so each class gets a first run).
 /// n, k1 and the minimum compactions come per class from the configuration's overrides.
 
 #include <soaheap/core/heap.cuh>
@@ -19,7 +29,9 @@
 #include <soaheap/defrag/defragment.cuh>
 #include <soaheap/defrag/detail/logger.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +86,7 @@ class DefragPolicy {
   std::vector<DefragResult> maybe_defrag(HeapType& heap, long long iteration) {
     std::vector<DefragResult> results;
     if (config_.policy == DefragPolicyKind::manual) return results;
+    if (config_.policy == DefragPolicyKind::automatic) return maybe_defrag_automatically(heap, iteration);
     if (config_.policy == DefragPolicyKind::every && (iteration <= 0 || iteration % config_.every != 0))
       return results;
     const auto logger = detail::library_logger();
@@ -122,6 +135,15 @@ class DefragPolicy {
     return results;
   }
 
+  /// @brief The auto policy compacts a class once it can free at least 1/kAutoMinimumGain of the
+  /// class's blocks (smaller gains are not worth a scan of the heap's pointers).
+  static constexpr std::uint64_t kAutoMinimumGain = 16;
+
+  /// @brief Milliseconds the auto policy has spent (statistics and defragmentation) and the
+  /// runtime it has watched since its first call.
+  double auto_spent_ms() const { return auto_.spent_ms; }
+  double auto_elapsed_ms() const { return auto_.started ? milliseconds_since(auto_.start) : 0.0; }
+
   /// @brief k2·n/(n+1), rounded up and at least 1 (the paper's scaling of the mass threshold).
   static long long scaled_mass_threshold(long long k2, int factor) {
     const double scaled = std::ceil(static_cast<double>(k2) * factor / (factor + 1.0));
@@ -129,7 +151,108 @@ class DefragPolicy {
   }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  static double milliseconds_since(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  }
+
+  struct AutoState {
+    bool started = false;
+    Clock::time_point start{};
+    double spent_ms = 0;
+    double look_ms = 0;                        ///< what the last look at the statistics cost
+    std::map<std::string, double> cost_ms;     ///< last measured cost of compacting each class
+    long long next_look = 0;                   ///< first iteration of the next look
+    long long look_interval = 1;               ///< grows while looks find nothing worth doing
+  };
+  /// Most iterations between two looks that found nothing worth compacting.
+  static constexpr long long kAutoMaxLookInterval = 64;
+
+  /// The cheapest run the policy knows of (0 while some class has never run: it might be cheap).
+  template <class HeapType>
+  double cheapest_known_run_ms(const HeapType& heap) const {
+    double cheapest = -1;
+    bool unknown = false;
+    detail::for_each_concrete_class(heap, [&](auto tag) {
+      const auto known = auto_.cost_ms.find(detail::tag_type_t<decltype(tag)>::kName);
+      if (known == auto_.cost_ms.end()) {
+        unknown = true;
+      } else if (cheapest < 0 || known->second < cheapest) {
+        cheapest = known->second;
+      }
+    });
+    return unknown || cheapest < 0 ? 0.0 : cheapest;
+  }
+
+  template <class HeapType>
+  std::vector<DefragResult> maybe_defrag_automatically(HeapType& heap, long long iteration) {
+    std::vector<DefragResult> results;
+    if (!auto_.started) {
+      auto_.started = true;
+      auto_.start = Clock::now();
+      return results;
+    }
+    const auto logger = detail::library_logger();
+    const double budget_ms = config_.auto_budget * milliseconds_since(auto_.start);
+    // Look only when the look and at least the cheapest known run fit, so that looks cannot eat the
+    // budget that runs need, and less often while looks keep finding nothing.
+    if (iteration < auto_.next_look || auto_.spent_ms + auto_.look_ms + cheapest_known_run_ms(heap) > budget_ms)
+      return results;
+    // The application's kernels are its own time, not ours: wait for them before measuring.
+    heap.synchronize();
+    const Clock::time_point look_start = Clock::now();
+    validate(config_, detail::class_infos(heap));
+    const HeapStats stats = heap.stats();
+    auto_.look_ms = milliseconds_since(look_start);
+    // What this look may still spend: expected costs are charged against it, measured ones are
+    // what the next looks see.
+    double allowance_ms = budget_ms - auto_.spent_ms - auto_.look_ms;
+    auto_.spent_ms += auto_.look_ms;
+
+    detail::for_each_concrete_class(heap, [&](auto tag) {
+      using C = detail::tag_type_t<decltype(tag)>;
+      const std::string name = C::kName;
+      const ClassStats& entry = stats.classes[HeapType::template class_id<C>];
+      const auto capacity = static_cast<std::uint64_t>(entry.capacity);
+      const std::uint64_t fewest = (entry.used_slots + capacity - 1) / capacity;
+      const std::uint64_t gain = entry.allocated_blocks - fewest;
+      if (gain == 0 || gain * kAutoMinimumGain < entry.allocated_blocks) return;
+      const auto known = auto_.cost_ms.find(name);
+      const double expected_ms = known == auto_.cost_ms.end() ? 0.0 : known->second;
+      if (known != auto_.cost_ms.end() && expected_ms > allowance_ms) {
+        logger->debug("defrag policy auto at iteration {}: {} could free {} of {} blocks, but its last cost "
+                      "{:.3f} ms does not fit the budget ({:.3f} of {:.3f} ms spent)",
+                      iteration, name, gain, entry.allocated_blocks, expected_ms, auto_.spent_ms, budget_ms);
+        return;
+      }
+      allowance_ms -= expected_ms;
+      DefragOptions options;
+      options.factor = config_.factor_for(name);
+      options.retained_candidates = config_.retained_candidates_for(name);
+      options.min_compactions = config_.min_compactions_for(name);
+      options.compaction = CompactionStrategy::plan;
+      options.target = DefragTarget::minimum;
+      const Clock::time_point run_start = Clock::now();
+      results.push_back(soaheap::defragment<C>(heap, options));
+      const double cost = milliseconds_since(run_start);
+      auto_.cost_ms[name] = cost;
+      auto_.spent_ms += cost;
+      logger->info("defrag policy auto at iteration {}: {} freed {} blocks (expected {}) in {:.3f} ms; {:.2f} % of "
+                   "the runtime so far spent defragmenting (budget {:.2f} %)",
+                   iteration, name, results.back().blocks_freed, gain, cost,
+                   100.0 * auto_.spent_ms / milliseconds_since(auto_.start), 100.0 * config_.auto_budget);
+    });
+    if (results.empty()) {
+      auto_.look_interval = auto_.look_interval * 2 > kAutoMaxLookInterval ? kAutoMaxLookInterval : auto_.look_interval * 2;
+    } else {
+      auto_.look_interval = 1;
+    }
+    auto_.next_look = iteration + auto_.look_interval;
+    return results;
+  }
+
   DefragConfig config_;
+  AutoState auto_;
 };
 
 }  // namespace soaheap

@@ -27,10 +27,40 @@ struct undeclared_field_types {};
 
 struct object_root {};
 
+/// The base class a class declares as `T::Base` (what soaheap::Object<Self, Base> provides); no
+/// `type` when it declares none, so that managed_base stays usable in SFINAE contexts.
+template <class T, class = void>
+struct declared_base {};
+template <class T>
+struct declared_base<T, std::void_t<typename T::Base>> {
+  using type = typename T::Base;
+};
+
+}  // namespace detail
+
+/// @brief Customization point: the managed base class of T (void for a root class).
+///
+/// By default it is `T::Base`, which soaheap::Object<Self, Base> declares. Reflection reads a
+/// class's base only through this trait, because some class models can name their base only after
+/// the point where a member alias `Base` would have to be declared: DynaSOAr's classes write
+/// `using BaseClass = Agent;` after `declare_field_types(...)`, so the compatibility layer
+/// (compat/) specializes this trait for its classes instead. @p Enable is for such
+/// enable_if-constrained partial specializations.
+template <class T, class Enable = void>
+struct managed_base : detail::declared_base<T> {};
+
+/// @brief The managed base class of T (void for a root class); see managed_base.
+template <class T>
+using managed_base_t = typename managed_base<T>::type;
+
+namespace detail {
+
+// soaheap_self is checked first: a type that lacks it (e.g. a plain struct) is rejected before
+// managed_base looks at its bases.
 template <class T, class = void>
 struct has_object_base : std::false_type {};
 template <class T>
-struct has_object_base<T, std::void_t<typename T::soaheap_self, typename T::Base>> : std::is_base_of<object_root, T> {};
+struct has_object_base<T, std::void_t<typename T::soaheap_self, managed_base_t<T>>> : std::is_base_of<object_root, T> {};
 
 }  // namespace detail
 
@@ -46,15 +76,15 @@ struct all_field_types_impl {
 };
 template <class T>
 struct all_field_types_impl<T, false> {
-  using type = typename concat<typename all_field_types_impl<typename T::Base>::type, typename T::FieldTypes>::type;
+  using type = typename concat<typename all_field_types_impl<managed_base_t<T>>::type, typename T::FieldTypes>::type;
 };
 
 template <class T>
 constexpr int inherited_field_count() {
-  if constexpr (std::is_void_v<typename T::Base>) {
+  if constexpr (std::is_void_v<managed_base_t<T>>) {
     return 0;
   } else {
-    return all_field_types_impl<typename T::Base>::type::size;
+    return all_field_types_impl<managed_base_t<T>>::type::size;
   }
 }
 
@@ -198,6 +228,8 @@ constexpr bool check_managed_class() {
   static_assert(!std::is_same_v<typename T::FieldTypes, detail::undeclared_field_types<T>>,
                 "soaheap: managed class does not declare its fields: add `using FieldTypes = soaheap::fields<...>;` "
                 "(soaheap::fields<> when it has none of its own)");
+  static_assert(std::is_void_v<managed_base_t<T>> || std::is_base_of_v<managed_base_t<T>, T>,
+                "soaheap: the declared base class of a managed class is not one of its C++ base classes");
   static_assert(T::kName != nullptr,
                 "soaheap: managed class has no name: add `static constexpr const char* kName = \"ClassName\";`");
   static_assert(!std::is_polymorphic_v<T>,

@@ -31,28 +31,14 @@ SOAHEAP_HD inline void copy_field_value(void* destination, const void* source) {
   }
 }
 
-/// kThreadsPerSourceBlock consecutive threads per source block; thread s moves the s-th object of
-/// its source (if there is one) to the s-th free slot across the source's targets. Every target
-/// belongs to exactly one source and every slot to one thread, so no two threads write the same
-/// data; the target allocation bits are set with atomics because slots share a 64-bit word.
+/// Copies every field of one object of C between two slots of two blocks (SOA arrays).
 template <class View, class C>
-struct CopyObjectsKernel {
+struct ObjectCopy {
   using FieldList = all_field_types_t<C>;
   static constexpr int kCapacity = View::Layout::template capacity<C>;
-  View view;
-  PassPlan plan;
 
-  SOAHEAP_HD void operator()(std::uint64_t tid) const {
-    const std::uint64_t source = tid / kThreadsPerSourceBlock;
-    const int rank = static_cast<int>(tid % kThreadsPerSourceBlock);
-    const std::uint64_t objects = plan.source_bitmaps[source];
-    if (rank >= popcount(objects)) return;
-    const int source_slot = select_set_bit(objects, rank);
-    const Destination destination = plan.destination_of(source, rank);
-    if (destination.block == Destination::kNoDestination) return;  // unreachable for a valid plan
-    copy_fields(view.data_address(plan.source_block(source)), source_slot, view.data_address(destination.block),
-                destination.slot, std::make_integer_sequence<int, FieldList::size>{});
-    atomic_fetch_or(&view.headers[destination.block].allocation, std::uint64_t{1} << destination.slot);
+  SOAHEAP_HD static void copy(std::uint64_t from_block, int from_slot, std::uint64_t to_block, int to_slot) {
+    copy_fields(from_block, from_slot, to_block, to_slot, std::make_integer_sequence<int, FieldList::size>{});
   }
 
  private:
@@ -67,6 +53,29 @@ struct CopyObjectsKernel {
     constexpr std::uint64_t kOffset = soa_array_offset<FieldList, Field>(kCapacity);
     copy_field_value<FieldType>(reinterpret_cast<void*>(to_block + kOffset + to_slot * sizeof(FieldType)),
                                 reinterpret_cast<const void*>(from_block + kOffset + from_slot * sizeof(FieldType)));
+  }
+};
+
+/// kThreadsPerSourceBlock consecutive threads per source block; thread s moves the s-th object of
+/// its source (if there is one) to the s-th free slot across the source's targets. Every target
+/// belongs to exactly one source and every slot to one thread, so no two threads write the same
+/// data; the target allocation bits are set with atomics because slots share a 64-bit word.
+template <class View, class C>
+struct CopyObjectsKernel {
+  View view;
+  PassPlan plan;
+
+  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+    const std::uint64_t source = tid / kThreadsPerSourceBlock;
+    const int rank = static_cast<int>(tid % kThreadsPerSourceBlock);
+    const std::uint64_t objects = plan.source_bitmaps[source];
+    if (rank >= popcount(objects)) return;
+    const int source_slot = select_set_bit(objects, rank);
+    const Destination destination = plan.destination_of(source, rank);
+    if (destination.block == Destination::kNoDestination) return;  // unreachable for a valid plan
+    ObjectCopy<View, C>::copy(view.data_address(plan.source_block(source)), source_slot,
+                              view.data_address(destination.block), destination.slot);
+    atomic_fetch_or(&view.headers[destination.block].allocation, std::uint64_t{1} << destination.slot);
   }
 };
 

@@ -2,7 +2,8 @@
 /// @file detail/rewrite_pointers.cuh
 /// @brief Pass step 3 (paper Alg. 3 and §3.4): rewrite every pointer to a moved object. Only the
 ///        (class, field) pairs that reflection says can hold a pointer to the compacted class are
-///        scanned; a pointer is rewritten when its block is a candidate below R[B], i.e. a source.
+///        scanned; a Relocation says whether a pointer's object moved and where to (for passes:
+///        its block is a candidate below R[B], i.e. a source; for the plan: see compaction_plan.cuh).
 
 #include <soaheap/core/heap_view.cuh>
 #include <soaheap/defrag/detail/forwarding.cuh>
@@ -51,12 +52,42 @@ struct RecordLookup {
   }
 };
 
+/// Relocation of the pass-by-pass strategy: objects of sources moved, found through @p Lookup.
+template <class View, class Lookup>
+struct PassRelocation {
+  View view;
+  PassPlan plan;
+  Lookup lookup;
+
+  /// Source blocks hold forwarding pointers now; their objects live on (already copied) in targets.
+  SOAHEAP_HD bool holder_block_moved_away(std::uint64_t block) const { return is_source(block); }
+  /// The new bits of @p pointer (an object of the compacted class), or @p pointer if it did not move.
+  SOAHEAP_HD std::uint64_t relocate(std::uint64_t pointer) const {
+    const std::uint64_t block = view.block_of(pointer);
+    return is_source(block) ? lookup(plan, pointer, block) : pointer;
+  }
+
+ private:
+  /// Nothing writes the candidate bitmap while the rewrite runs, so it is read through the
+  /// read-only cache instead of with the atomic (L1-bypassing) loads the allocator needs.
+  SOAHEAP_HD bool is_source(std::uint64_t block) const {
+    if (block >= plan.first_target) return false;
+    const std::uint64_t* word = view.defrag_candidates(plan.class_index).words() + block / 64;
+#if SOAHEAP_DEVICE_CODE
+    const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
+#else
+    const std::uint64_t bits = *word;
+#endif
+    return ((bits >> (block % 64)) & 1u) != 0;
+  }
+};
+
 /// kSlotsPerThread slots of one allocated block of U per thread: thread `lane` of a block takes slots
 /// lane, lane + T, lane + 2T, ... (T threads per block), so each load instruction of a warp reads
 /// consecutive slots of a field's SOA array (coalesced), and a thread has several independent
 /// pointer loads in flight instead of one dependent chain of loads (the kernel is latency-bound
 /// otherwise). Rewrites the fields of U that can point to a C.
-template <class View, class U, class C, class Lookup>
+template <class View, class U, class C, class Relocation>
 struct RewritePointersKernel {
   using FieldList = all_field_types_t<U>;
   static constexpr int kCapacity = View::Layout::template capacity<U>;
@@ -65,9 +96,8 @@ struct RewritePointersKernel {
   static constexpr int kHolderClass = View::template class_id<U>;
   static constexpr int kMovedClass = View::template class_id<C>;
   View view;
-  PassPlan plan;
   const std::uint32_t* blocks;  ///< allocated blocks of U
-  Lookup lookup;
+  Relocation relocation;
 
   /// Threads to launch for @p block_count blocks of U.
   static std::uint64_t thread_count(std::uint64_t block_count) {
@@ -77,26 +107,12 @@ struct RewritePointersKernel {
   SOAHEAP_HD void operator()(std::uint64_t tid) const {
     const std::uint64_t block = blocks[tid / kThreadsPerBlock];
     const int lane = static_cast<int>(tid % kThreadsPerBlock);
-    // Source blocks hold forwarding pointers now; their objects live on (already copied) in targets.
-    if (kHolderClass == kMovedClass && is_source(block)) return;
+    if (kHolderClass == kMovedClass && relocation.holder_block_moved_away(block)) return;
     const std::uint64_t objects = view.headers[block].allocation;
     rewrite_fields(view.data_address(block), lane, objects, std::make_integer_sequence<int, FieldList::size>{});
   }
 
  private:
-  /// Nothing writes the candidate bitmap while this kernel runs, so it is read through the
-  /// read-only cache instead of with the atomic (L1-bypassing) loads the allocator needs.
-  SOAHEAP_HD bool is_source(std::uint64_t block) const {
-    if (block >= plan.first_target) return false;
-    const std::uint64_t* word = view.defrag_candidates(kMovedClass).words() + block / 64;
-#if SOAHEAP_DEVICE_CODE
-    const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
-#else
-    const std::uint64_t bits = *word;
-#endif
-    return ((bits >> (block % 64)) & 1u) != 0;
-  }
-
   template <int... Fields>
   SOAHEAP_HD void rewrite_fields(std::uint64_t data, int lane, std::uint64_t objects,
                                  std::integer_sequence<int, Fields...>) const {
@@ -122,8 +138,8 @@ struct RewritePointersKernel {
         for (int e = 0; e < kExtent; ++e) {
           const std::uint64_t pointer = values[k][e];
           if (pointer == 0 || class_id_of(pointer) != kMovedClass) continue;
-          const std::uint64_t target = view.block_of(pointer);
-          if (is_source(target)) fields[k][e] = lookup(plan, pointer, target);
+          const std::uint64_t moved = relocation.relocate(pointer);
+          if (moved != pointer) fields[k][e] = moved;
         }
       }
     }

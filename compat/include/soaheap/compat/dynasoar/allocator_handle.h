@@ -1,0 +1,278 @@
+#pragma once
+/// @file dynasoar/allocator_handle.h
+/// @brief `AllocatorHandle<AllocatorT>`: DynaSOAr's host-side owner of an allocator, here owning a
+///        soaheap::Heap and a copy of the device-side SoaAllocator in the heap's memory.
+
+#include <soaheap/compat/dynasoar/soa_allocator.h>
+#include <soaheap/core/backend.cuh>
+#include <soaheap/core/errors.hpp>
+#include <soaheap/core/heap.cuh>
+#include <soaheap/core/memory.cuh>
+#include <soaheap/defrag/defrag_options.hpp>
+#include <soaheap/defrag/defragment.cuh>
+#include <soaheap/defrag/detail/logger.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#ifndef SOAHEAP_DYNASOAR_ASYNCHRONOUS
+/// Build flag: 1 makes AllocatorHandle's bulk operations asynchronous by default (see
+/// AllocatorHandle::set_synchronous), for programs that cannot be changed to call it.
+#define SOAHEAP_DYNASOAR_ASYNCHRONOUS 0
+#endif
+
+namespace soaheap::compat::dynasoar {
+
+/// @brief Default `min_num_compactions` of parallel_defrag: a pass runs when it has a source block.
+inline constexpr int kMinDefragCandidates = 1;
+
+/// @brief DynaSOAr's host-side allocator handle over a soaheap heap.
+///
+/// Differences from DynaSOAr (see docs/dynasoar-migration.md): out of memory makes `new` return
+/// nullptr and the next handle call throw soaheap::out_of_memory (DynaSOAr retries forever); every
+/// bulk operation returns after it finished on the GPU and reports kernel errors, unless
+/// set_synchronous(false) lets them run ahead (errors then come with the next synchronizing call).
+/// @tparam AllocatorT a SoaAllocator<kNumObjects, Classes...>
+template <class AllocatorT>
+class AllocatorHandle {
+ public:
+  using Heap = typename AllocatorT::Heap;
+
+  AllocatorHandle(const AllocatorHandle&) = delete;
+  AllocatorHandle& operator=(const AllocatorHandle&) = delete;
+
+  /// @brief DynaSOAr's constructor: a heap for AllocatorT's object count, on the GPU when this
+  /// translation unit is compiled by nvcc (DynaSOAr programs' methods are device code), else on the
+  /// host backend.
+  /// @throw soaheap::usage_error when compiled by nvcc and no GPU is present
+  /// @param unified_memory accepted for source compatibility; soaheap keeps the heap in device
+  ///        memory (a warning says so), and host-side device_do() reads a copy instead
+  explicit AllocatorHandle(bool unified_memory = false) : AllocatorHandle(default_options()) {
+    if (unified_memory)
+      ::soaheap::detail::library_logger()->warn(
+          "DynaSOAr compatibility: unified memory is not supported; the heap stays in {} memory and "
+          "host-side device_do() works on a copy",
+          ::soaheap::to_string(heap_.backend()));
+  }
+
+  /// @brief soaheap extension: the object count of AllocatorT on the given backend.
+  explicit AllocatorHandle(::soaheap::Backend backend) : AllocatorHandle(options_for(backend)) {}
+
+  /// @brief soaheap extension: any heap size (bytes or objects) and backend, chosen at run time.
+  /// @throw soaheap::invalid_argument for a missing, ambiguous or too small size
+  explicit AllocatorHandle(const ::soaheap::HeapOptions& options)
+      : heap_(options), allocator_memory_(options.backend, sizeof(AllocatorT)) {
+    const AllocatorT allocator(heap_.view());
+    allocator_memory_.copy_from_host(0, &allocator, sizeof(AllocatorT));
+  }
+
+  /// @brief The allocator object in the heap's memory, for kernels (`__device__ AllocatorT*`).
+  AllocatorT* device_pointer() const { return allocator_memory_.template as<AllocatorT>(); }
+
+  // ---- parallel do-all ----------------------------------------------------------------------------
+
+  /// @brief Runs `T::func` on every object of T and its subclasses that exists when the call starts.
+  /// Also takes arguments (`parallel_do<T, &T::f>(a, b)`), a soaheap extension.
+  template <class T, auto func, class... Args>
+  void parallel_do(Args... args) {
+    heap_.template parallel_do<T, func>(args...);
+    finish_operation();
+  }
+  /// @brief DynaSOAr's form that names the parameter type: `parallel_do<T, float, &T::f>(dt)`.
+  template <class T, class P1, void (T::*func)(P1)>
+  void parallel_do(P1 p1) {
+    heap_.template parallel_do<T, func>(p1);
+    finish_operation();
+  }
+
+  /// @brief The same as parallel_do: soaheap's enumeration is a single fused kernel, so there is no
+  /// separate bitmap scan for DynaSOAr's fast variant to skip.
+  template <class T, auto func, class... Args>
+  void fast_parallel_do(Args... args) {
+    parallel_do<T, func>(args...);
+  }
+  template <class T, class P1, void (T::*func)(P1)>
+  void fast_parallel_do(P1 p1) {
+    parallel_do<T, P1, func>(p1);
+  }
+
+  /// @brief Creates @p num_objects objects of T in parallel; object i is constructed as T(i, args...).
+  /// @throw soaheap::invalid_argument when num_objects is negative
+  template <class T, class... Args>
+  void parallel_new(long long num_objects, Args... args) {
+    if (num_objects < 0)
+      throw ::soaheap::invalid_argument("parallel_new: num_objects=" + std::to_string(num_objects) +
+                                        " is negative");
+    heap_.template parallel_new<T>(static_cast<std::uint64_t>(num_objects), args...);
+    finish_operation();
+  }
+
+  /// @brief Host-side device_do: runs `(object->*func)(args...)` for every object of T and its
+  /// subclasses. On the host backend it works on the heap itself; on cuda on a host copy, so the
+  /// function may read fields (e.g. for rendering) but its writes are discarded and pointer fields
+  /// must not be followed (DynaSOAr needs unified memory for this).
+  template <class T, class F, class... Args>
+  void device_do(F func, Args... args) {
+    heap_.template for_each<T>([&](const T* object) { (const_cast<T*>(object)->*func)(args...); });
+  }
+
+  // ---- defragmentation --------------------------------------------------------------------------
+
+  /// @brief Defragments the blocks of T (each concrete subclass of T) with forwarding pointers.
+  /// @param min_num_compactions a pass runs only with at least this many source blocks
+  template <class T>
+  void parallel_defrag(int min_num_compactions = kMinDefragCandidates) {
+    defrag<T>(min_num_compactions, ::soaheap::RewriteStrategy::forwarding_pointers);
+  }
+  /// @brief DynaSOAr's record-based variant; soaheap's records strategy sizes its records itself.
+  template <class T, int NumRecords>
+  void parallel_defrag(int min_num_compactions = kMinDefragCandidates) {
+    static_assert(NumRecords > 0, "parallel_defrag: NumRecords must be positive");
+    defrag<T>(min_num_compactions, ::soaheap::RewriteStrategy::records);
+  }
+
+  /// @brief Prints what defragmentation did so far and its time per phase.
+  void DBG_print_defrag_time() const {
+    const ::soaheap::DefragPhaseTimes& times = defrag_totals_.times;
+    std::printf("defrag: %d runs, %d passes, %llu objects moved, %llu blocks freed, %.3f ms (scan %.3f, copy %.3f, "
+                "forward %.3f, rewrite %.3f, state %.3f)\n",
+                defrag_runs_, defrag_totals_.passes, static_cast<unsigned long long>(defrag_totals_.objects_moved),
+                static_cast<unsigned long long>(defrag_totals_.blocks_freed), times.total_ms(), times.scan_ms,
+                times.copy_ms, times.forward_ms, times.rewrite_ms, times.state_ms);
+  }
+
+  /// @brief soaheap extension: passes, moved objects, freed blocks and phase times of all
+  /// parallel_defrag calls so far, summed.
+  const ::soaheap::DefragResult& defrag_totals() const { return defrag_totals_; }
+
+  // ---- statistics ---------------------------------------------------------------------------------
+
+  /// @brief Microseconds parallel_do has spent enumerating objects (measured on the device).
+  long unsigned int DBG_get_enumeration_time() const {
+    return static_cast<long unsigned int>(heap_.enumeration_seconds() * 1e6);
+  }
+
+  /// @brief Prints per class the blocks (allocated, active, defragmentation candidates) and slots
+  /// (allocated, used) with the fragmentation, and the free blocks.
+  void DBG_print_state_stats() const {
+    const ::soaheap::HeapStats stats = heap_.stats();
+    std::printf("%-20s %10s %10s %10s %12s %12s %9s\n", "class", "#B_alloc", "#B_cand", "#B_active", "#O_alloc",
+                "#O_used", "O_frag");
+    std::printf("%-20s %10llu\n", "(free)", static_cast<unsigned long long>(stats.free_blocks));
+    std::uint64_t allocated_slots = 0;
+    std::uint64_t used_slots = 0;
+    for (const ::soaheap::ClassStats& entry : stats.classes) {
+      std::printf("%-20s %10llu %10llu %10llu %12llu %12llu %9.6f\n", entry.name.c_str(),
+                  static_cast<unsigned long long>(entry.allocated_blocks),
+                  static_cast<unsigned long long>(entry.candidate_blocks),
+                  static_cast<unsigned long long>(entry.active_blocks),
+                  static_cast<unsigned long long>(entry.allocated_slots()),
+                  static_cast<unsigned long long>(entry.used_slots), entry.fragmentation());
+      allocated_slots += entry.allocated_slots();
+      used_slots += entry.used_slots;
+    }
+    std::printf("%-20s %10llu %10s %10s %12llu %12llu %9.6f\n", "(all)",
+                static_cast<unsigned long long>(stats.allocated_blocks()), "", "",
+                static_cast<unsigned long long>(allocated_slots), static_cast<unsigned long long>(used_slots),
+                stats.fragmentation());
+  }
+
+  /// @brief Records the heap's current use; DBG_print_collected_stats() prints the maxima.
+  void DBG_collect_stats() {
+    const ::soaheap::HeapStats stats = heap_.stats();
+    std::uint64_t allocated_slots = 0;
+    std::uint64_t used_slots = 0;
+    for (const ::soaheap::ClassStats& entry : stats.classes) {
+      allocated_slots += entry.allocated_slots();
+      used_slots += entry.used_slots;
+    }
+    ++collected_.samples;
+    collected_.max_allocated_blocks = std::max(collected_.max_allocated_blocks, stats.allocated_blocks());
+    collected_.max_allocated_slots = std::max(collected_.max_allocated_slots, allocated_slots);
+    collected_.max_used_slots = std::max(collected_.max_used_slots, used_slots);
+    collected_.max_fragmentation = std::max(collected_.max_fragmentation, stats.fragmentation());
+  }
+
+  void DBG_print_collected_stats() const {
+    std::printf("collected over %llu samples: max allocated blocks %llu of %llu, max allocated slots %llu, "
+                "max used slots %llu, max fragmentation %.6f\n",
+                static_cast<unsigned long long>(collected_.samples),
+                static_cast<unsigned long long>(collected_.max_allocated_blocks),
+                static_cast<unsigned long long>(heap_.block_count()),
+                static_cast<unsigned long long>(collected_.max_allocated_slots),
+                static_cast<unsigned long long>(collected_.max_used_slots), collected_.max_fragmentation);
+  }
+
+  // ---- soaheap extensions -------------------------------------------------------------------------
+
+  /// @brief The soaheap heap, for everything the DynaSOAr API lacks (stats, validate, profiler, policies).
+  Heap& heap() { return heap_; }
+  const Heap& heap() const { return heap_; }
+
+  /// @brief Waits for all operations and throws the first error a kernel recorded (e.g. out of memory).
+  void synchronize() const { heap_.synchronize(); }
+
+  /// @brief true (default unless built with SOAHEAP_DYNASOAR_ASYNCHRONOUS=1): each bulk operation
+  /// waits for the GPU and reports kernel errors before it returns, as DynaSOAr's do. false:
+  /// operations run ahead on the default stream (raw kernels and cudaMemcpy of the program stay
+  /// ordered with them); errors surface at the next synchronizing call (synchronize(), statistics,
+  /// defragmentation).
+  void set_synchronous(bool synchronous) { synchronous_ = synchronous; }
+  bool synchronous() const { return synchronous_; }
+
+ private:
+  static ::soaheap::HeapOptions options_for(::soaheap::Backend backend) {
+    ::soaheap::HeapOptions options;
+    options.objects = AllocatorT::kNumObjects;
+    options.backend = backend;
+    options.time_enumeration = true;  // DynaSOAr always measures it (DBG_get_enumeration_time)
+    return options;
+  }
+  static ::soaheap::HeapOptions default_options() {
+    return options_for(SOAHEAP_HAS_CUDA ? ::soaheap::Backend::cuda : ::soaheap::Backend::host);
+  }
+
+  void finish_operation() const {
+    if (synchronous_) heap_.synchronize();
+  }
+
+  template <class T>
+  void defrag(int min_num_compactions, ::soaheap::RewriteStrategy strategy) {
+    if (min_num_compactions < 1)
+      throw ::soaheap::invalid_argument("parallel_defrag: min_num_compactions=" +
+                                        std::to_string(min_num_compactions) + " must be at least 1");
+    ::soaheap::DefragOptions options;
+    options.min_compactions = min_num_compactions;
+    options.strategy = strategy;
+    const ::soaheap::DefragResult result = ::soaheap::defragment<T>(heap_, options);
+    ++defrag_runs_;
+    defrag_totals_.passes += result.passes;
+    defrag_totals_.blocks_freed += result.blocks_freed;
+    defrag_totals_.objects_moved += result.objects_moved;
+    defrag_totals_.bytes_moved += result.bytes_moved;
+    defrag_totals_.times.scan_ms += result.times.scan_ms;
+    defrag_totals_.times.copy_ms += result.times.copy_ms;
+    defrag_totals_.times.forward_ms += result.times.forward_ms;
+    defrag_totals_.times.rewrite_ms += result.times.rewrite_ms;
+    defrag_totals_.times.state_ms += result.times.state_ms;
+  }
+
+  struct CollectedStats {
+    std::uint64_t samples = 0;
+    std::uint64_t max_allocated_blocks = 0;
+    std::uint64_t max_allocated_slots = 0;
+    std::uint64_t max_used_slots = 0;
+    double max_fragmentation = 0;
+  };
+
+  Heap heap_;
+  ::soaheap::detail::Memory allocator_memory_;
+  bool synchronous_ = !SOAHEAP_DYNASOAR_ASYNCHRONOUS;
+  int defrag_runs_ = 0;
+  ::soaheap::DefragResult defrag_totals_;
+  CollectedStats collected_;
+};
+
+}  // namespace soaheap::compat::dynasoar

@@ -1,0 +1,400 @@
+#pragma once
+/// @file detail/compaction_plan.cuh
+/// @brief The one-shot compaction plan (CompactionStrategy::plan): which blocks of a class give
+///        objects away, which receive them, and where every moved object goes, computed on the
+///        device from the blocks' fill levels in one go, so that every object moves at most once and
+///        the pointers are rewritten in one scan.
+///
+/// The members are the candidates (DefragTarget::bound: fill <= n/(n+1)) or every block with a free
+/// slot (DefragTarget::minimum). With r members holding L objects, K = ceil(L/N) blocks suffice, so
+/// the s = r - K emptiest members (ordered by fill; a histogram of the fills decides, no sort) give
+/// all their objects away and are freed. The next member in fill order, the "remainder", ends with
+/// R = L - (K-1)·N objects (it gives its surplus or receives what it lacks); every other member is
+/// filled up. Afterwards all kept members are full except the remainder, so the class has the
+/// fewest blocks its members allow and at most one of them partly filled: at least the paper's
+/// guarantee (fragmentation <= 1/(n+1) with k1 = 0) for the candidates, and ceil(live/N) blocks
+/// for the minimum target.
+///
+/// Destinations: per block, `give` and `receive` counts are scanned (exclusive prefix sums in block
+/// id order). The g-th given object (donors in address order, a donor's given objects in slot
+/// order) goes to the g-th receiving slot (receivers in address order, free slots in slot order):
+/// objects of low-address donors land in low-address receivers, so the order of the objects in
+/// memory is kept as far as the move allows. Each thread of the copy finds its donor and receiver by
+/// binary search in the scans (neighbouring threads search the same path, so these loads are shared).
+///
+/// A donor gives its highest-ranked objects (all of them for a freed block). The copy leaves the new
+/// pointer of a moved object in the old slot's own first 8-byte-aligned field of 8·k bytes, which no
+/// other thread reads, so copy and forwarding are one kernel; the copy also clears the donor's
+/// allocation bits, so the rewrite scan sees only objects that stayed and the moved ones at their
+/// new place. Classes without such a field, and RewriteStrategy::records, recompute the destination
+/// of a pointer from the scans instead.
+///
+/// Locality windows (DefragOptions::locality_window): each window of consecutive block ids gets its
+/// own histogram and decision. Gives and receives balance inside every window, so the same global
+/// scans map each window's given objects onto its own receiving slots: nothing leaves its window.
+
+#include <soaheap/core/detail/kernels.cuh>
+#include <soaheap/core/heap_view.cuh>
+#include <soaheap/defrag/detail/copy_objects.cuh>
+#include <soaheap/defrag/detail/pass_plan.cuh>
+#include <soaheap/defrag/detail/state_update.cuh>
+#include <soaheap/reflection/class_traits.cuh>
+
+#include <cstdint>
+#include <utility>
+
+namespace soaheap::detail {
+
+/// Objects a block gives away and objects it receives (never both).
+struct PlanFlow {
+  std::uint64_t give;
+  std::uint64_t receive;
+};
+
+/// Adds flows (the operator of the prefix sums over them).
+struct AddFlows {
+  SOAHEAP_HD PlanFlow operator()(const PlanFlow& a, const PlanFlow& b) const {
+    return {a.give + b.give, a.receive + b.receive};
+  }
+};
+
+/// Counters of one compacted class, in the backend's memory; zeroed at the start of a run and read
+/// by the host once, at its end.
+struct PlanCounts {
+  // Survey (before anything moves).
+  std::uint64_t listed;              ///< allocated blocks of the class (and the length of its block list)
+  std::uint64_t used_before;         ///< live objects of the class
+  std::uint64_t candidates_before;   ///< blocks in defrag[C]
+  std::uint64_t members;             ///< r: blocks the plan compacts
+  // Decision, summed over windows.
+  std::uint64_t sources;             ///< s: members emptied and freed
+  std::uint64_t moved;               ///< objects moved
+  std::uint64_t working_blocks;      ///< `listed` when the plan moves anything, else 0 (sizes later kernels)
+  // After the run.
+  std::uint64_t allocated_after;
+  std::uint64_t used_after;
+  std::uint64_t candidates_after;
+};
+
+/// The plan of one window of consecutive block ids (the whole heap unless locality is asked for):
+/// its members are compacted among themselves, so every object stays inside its window.
+struct WindowPlan {
+  static constexpr int kFillLevels = kSlotsPerBlock + 1;
+  std::uint64_t members;             ///< r
+  std::uint64_t member_objects;      ///< L
+  std::uint64_t fill_histogram[kFillLevels];
+  std::uint64_t sources;             ///< s: members emptied and freed
+  std::uint64_t split_fill;          ///< fill level of the member at fill-order position s
+  std::uint64_t split_first;         ///< fill-order position of the first member of that level
+  std::uint64_t split_ticket;        ///< ranks the members of the split level among themselves
+  std::uint64_t remainder_keep;      ///< R: objects the remainder member ends with
+};
+
+/// Index of the first field of C whose SOA element can hold a forwarding pointer in place (8-byte
+/// aligned, a multiple of 8 bytes), or -1.
+template <class C, class FieldList, int... Fields>
+constexpr int in_place_forwarding_field_impl(int capacity, std::integer_sequence<int, Fields...>) {
+  int found = -1;
+  ((found = found < 0 && sizeof(type_at_t<FieldList, Fields>) % 8 == 0 &&
+                    soa_array_offset<FieldList, Fields>(capacity) % 8 == 0
+                ? Fields
+                : found),
+   ...);
+  return found;
+}
+template <class View, class C>
+inline constexpr int in_place_forwarding_field_v = in_place_forwarding_field_impl<C, all_field_types_t<C>>(
+    View::Layout::template capacity<C>, std::make_integer_sequence<int, all_field_types_t<C>::size>{});
+
+/// Trivially copyable description of the plan of one class, passed to all its kernels.
+template <class View>
+struct CompactionPlan {
+  View view;
+  PlanCounts* counts;
+  WindowPlan* windows;         ///< [ceil(M / window_blocks)], zero before the survey
+  std::uint64_t window_blocks = 1;  ///< blocks per window: M, or a multiple of 64 (a warp's blocks share one)
+  PlanFlow* flows;             ///< [M] per block, written by PlanRolesKernel
+  PlanFlow* offsets;           ///< [M] exclusive prefix sums of flows
+  std::uint64_t* frozen;       ///< [M] allocation bitmap of each member before anything moved
+  std::uint32_t* class_blocks; ///< [M] allocated blocks of the class, in no particular order
+  std::uint64_t* donor_bits;   ///< [ceil(M/64)] bit per block that gives objects away (zero before the roles)
+  int class_index = 0;
+  int capacity = 1;
+  bool minimum = false;        ///< members: every block with a free slot (else: the candidates)
+  long long retained = 0;      ///< k1: nothing happens with at most this many members
+  long long min_sources = 1;   ///< nothing happens with fewer sources
+
+  SOAHEAP_HD std::uint64_t full_mask() const { return low_bits(capacity); }
+  SOAHEAP_HD WindowPlan& window_of(std::uint64_t block) const { return windows[block / window_blocks]; }
+
+  /// Fill level of @p block of the class if it is a member, else -1.
+  SOAHEAP_HD int member_fill(std::uint64_t block, std::uint64_t allocation) const {
+    const int fill = popcount(allocation & full_mask());
+    if (minimum) return fill < capacity ? fill : -1;
+    return view.defrag_candidates(class_index).get(block) ? fill : -1;
+  }
+
+  /// Last block whose offset (give or receive) is at most @p g: the block that owns the g-th unit.
+  template <std::uint64_t PlanFlow::*Member>
+  SOAHEAP_HD std::uint64_t owner_of(std::uint64_t g) const {
+    std::uint64_t low = 0;
+    std::uint64_t high = view.block_count;
+    while (high - low > 1) {
+      const std::uint64_t middle = low + (high - low) / 2;
+      if (offsets[middle].*Member <= g) {
+        low = middle;
+      } else {
+        high = middle;
+      }
+    }
+    return low;
+  }
+
+  /// Rank (in slot order) of the first object that @p donor gives away.
+  SOAHEAP_HD int first_given_rank(std::uint64_t donor) const {
+    return popcount(frozen[donor]) - static_cast<int>(flows[donor].give);
+  }
+
+  /// Block and slot that receive the @p g-th moved object.
+  SOAHEAP_HD void destination_of(std::uint64_t g, std::uint64_t& block, int& slot) const {
+    block = this->template owner_of<&PlanFlow::receive>(g);
+    const int rank = static_cast<int>(g - offsets[block].receive);
+    slot = select_set_bit(~frozen[block] & full_mask(), rank);
+  }
+
+  /// New pointer bits of the object in @p slot of donor @p block (which gave it away).
+  SOAHEAP_HD std::uint64_t recomputed_destination(std::uint64_t block, int slot) const {
+    const int rank = popcount(frozen[block] & low_bits(slot)) - first_given_rank(block);
+    std::uint64_t to_block = 0;
+    int to_slot = 0;
+    destination_of(offsets[block].give + static_cast<std::uint64_t>(rank), to_block, to_slot);
+    return view.make_pointer_bits(to_block, to_slot, class_index);
+  }
+};
+
+/// Step 1, one thread per block of the heap: lists the class's allocated blocks, counts its objects
+/// and candidates, and the members with their fill histogram.
+template <class View>
+struct PlanSurveyKernel {
+  CompactionPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t block) const {
+    const View& view = plan.view;
+    if (!view.allocated_blocks(plan.class_index).get(block)) return;
+    PlanCounts& counts = *plan.counts;
+    plan.class_blocks[aggregated_fetch_add(&counts.listed, 1)] = static_cast<std::uint32_t>(block);
+    const std::uint64_t allocation = atomic_load(&view.headers[block].allocation);
+    aggregated_fetch_add(&counts.used_before, static_cast<std::uint64_t>(popcount(allocation & plan.full_mask())));
+    if (view.defrag_candidates(plan.class_index).get(block)) aggregated_fetch_add(&counts.candidates_before, 1);
+    const int fill = plan.member_fill(block, allocation);
+    if (fill < 0) return;
+    aggregated_fetch_add(&counts.members, 1);
+    WindowPlan& window = plan.window_of(block);
+    aggregated_fetch_add(&window.members, 1);
+    aggregated_fetch_add(&window.member_objects, static_cast<std::uint64_t>(fill));
+    atomic_fetch_add(&window.fill_histogram[fill], 1);
+  }
+};
+
+/// Step 2, one thread per window: how many members to empty, and the split fill level (see the
+/// file comment); k1 and the minimum sources apply per window.
+template <class View>
+struct PlanDecisionKernel {
+  CompactionPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t window_index) const {
+    WindowPlan& window = plan.windows[window_index];
+    const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
+    const std::uint64_t members = window.members;
+    const std::uint64_t objects = window.member_objects;
+    const std::uint64_t needed = (objects + capacity - 1) / capacity;  // K
+    const std::uint64_t sources = members - needed;
+    window.split_fill = WindowPlan::kFillLevels;  // no split level: every member is a source
+    if (static_cast<long long>(members) <= plan.retained || sources == 0 ||
+        static_cast<long long>(sources) < plan.min_sources)
+      return;
+    std::uint64_t position = 0;
+    std::uint64_t given = 0;
+    for (int fill = 0; fill < WindowPlan::kFillLevels; ++fill) {
+      const std::uint64_t level = window.fill_histogram[fill];
+      if (position + level > sources) {
+        window.split_fill = static_cast<std::uint64_t>(fill);
+        window.split_first = position;
+        given += (sources - position) * static_cast<std::uint64_t>(fill);
+        break;
+      }
+      position += level;
+      given += level * static_cast<std::uint64_t>(fill);
+    }
+    if (needed > 0) {
+      window.remainder_keep = objects - (needed - 1) * capacity;
+      if (window.split_fill > window.remainder_keep) given += window.split_fill - window.remainder_keep;
+    }
+    window.sources = sources;
+    PlanCounts& counts = *plan.counts;
+    atomic_fetch_add(&counts.sources, sources);
+    atomic_fetch_add(&counts.moved, given);
+    atomic_store(&counts.working_blocks, atomic_load(&counts.listed));  // the same value from every window
+  }
+};
+
+/// Step 3, one thread per block of the heap: each member's role and flow; frozen bitmaps. Every
+/// flow entry is written, so the scans need no zeroed buffer.
+template <class View>
+struct PlanRolesKernel {
+  CompactionPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t block) const {
+    PlanFlow flow{0, 0};
+    if (plan.counts->working_blocks != 0 && plan.view.allocated_blocks(plan.class_index).get(block)) {
+      WindowPlan& window = plan.window_of(block);
+      const std::uint64_t allocation = atomic_load(&plan.view.headers[block].allocation) & plan.full_mask();
+      const int fill_level = plan.member_fill(block, allocation);
+      if (fill_level >= 0) {
+        plan.frozen[block] = allocation;
+        const std::uint64_t fill = static_cast<std::uint64_t>(fill_level);
+        const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
+        if (window.sources != 0) {  // else this window moves nothing (others do)
+          std::uint64_t position = 0;  // in fill order; only its relation to s matters
+          if (fill > window.split_fill) {
+            position = window.sources + 1;
+          } else if (fill == window.split_fill) {
+            position = window.split_first + atomic_fetch_add(&window.split_ticket, 1);
+          }
+          if (position < window.sources) {
+            flow.give = fill;
+          } else if (position == window.sources) {
+            const std::uint64_t keep = window.remainder_keep;
+            flow.give = fill > keep ? fill - keep : 0;
+            flow.receive = fill > keep ? 0 : keep - fill;
+          } else {
+            flow.receive = capacity - fill;
+          }
+          if (flow.give != 0) mark_donor(block);
+        }
+      }
+    }
+    plan.flows[block] = flow;
+  }
+  SOAHEAP_HD void mark_donor(std::uint64_t block) const {
+    atomic_fetch_or(&plan.donor_bits[block / 64], std::uint64_t{1} << (block % 64));
+  }
+};
+
+/// Address in @p block of the in-place forwarding pointer of @p slot (class C, field Field).
+template <class View, class C, int Field>
+SOAHEAP_HD inline std::uint64_t* in_place_forwarding_pointer(const View& view, std::uint64_t block, int slot) {
+  using FieldList = all_field_types_t<C>;
+  using FieldType = type_at_t<FieldList, Field>;
+  constexpr std::uint64_t kOffset = soa_array_offset<FieldList, Field>(View::Layout::template capacity<C>);
+  return reinterpret_cast<std::uint64_t*>(view.data_address(block) + kOffset +
+                                          static_cast<std::uint64_t>(slot) * sizeof(FieldType));
+}
+
+/// Step 5, one thread per moved object: copies it to its destination, leaves its forwarding pointer
+/// in place (Field >= 0), sets the destination's allocation bit and clears the donor's.
+template <class View, class C, int Field>
+struct PlanCopyKernel {
+  CompactionPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t g) const {
+    const View& view = plan.view;
+    const std::uint64_t donor = plan.template owner_of<&PlanFlow::give>(g);
+    const int rank = plan.first_given_rank(donor) + static_cast<int>(g - plan.offsets[donor].give);
+    const int from_slot = select_set_bit(plan.frozen[donor], rank);
+    std::uint64_t to_block = 0;
+    int to_slot = 0;
+    plan.destination_of(g, to_block, to_slot);
+    ObjectCopy<View, C>::copy(view.data_address(donor), from_slot, view.data_address(to_block), to_slot);
+    if constexpr (Field >= 0)
+      *in_place_forwarding_pointer<View, C, Field>(view, donor, from_slot) =
+          view.make_pointer_bits(to_block, to_slot, plan.class_index);
+    atomic_fetch_or(&view.headers[to_block].allocation, std::uint64_t{1} << to_slot);
+    atomic_fetch_and(&view.headers[donor].allocation, ~(std::uint64_t{1} << from_slot));
+  }
+};
+
+/// Where the plan's moved objects went, for the rewrite: read from the forwarding pointer the copy
+/// left in the old slot (Field >= 0) or recomputed from the scans (Field < 0).
+template <class View, class C, int Field>
+struct PlanRelocation {
+  CompactionPlan<View> plan;
+  /// The copy cleared the bits of moved objects, so no holder block needs skipping.
+  SOAHEAP_HD bool holder_block_moved_away(std::uint64_t) const { return false; }
+  SOAHEAP_HD std::uint64_t relocate(std::uint64_t pointer) const {
+    const std::uint64_t block = plan.view.block_of(pointer);
+    if (!is_donor(block)) return pointer;
+    const int slot = slot_of(pointer);
+    if (((plan.view.headers[block].allocation >> slot) & 1u) != 0) return pointer;  // stayed
+    if constexpr (Field >= 0) {
+      return *in_place_forwarding_pointer<View, C, Field>(plan.view, block, slot);
+    } else {
+      return plan.recomputed_destination(block, slot);
+    }
+  }
+
+ private:
+  /// A bit per block (M/8 bytes, cache-resident) rejects most pointers before any other load;
+  /// nothing writes it during the rewrite, so it goes through the read-only cache.
+  SOAHEAP_HD bool is_donor(std::uint64_t block) const {
+    const std::uint64_t* word = plan.donor_bits + block / 64;
+#if SOAHEAP_DEVICE_CODE
+    const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
+#else
+    const std::uint64_t bits = *word;
+#endif
+    return ((bits >> (block % 64)) & 1u) != 0;
+  }
+};
+
+/// Step 7, one thread per block of the class's list: emptied donors become free, other members get
+/// active/defrag from their new fill level.
+template <class View>
+struct PlanStateKernel {
+  CompactionPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    const std::uint64_t block = plan.class_blocks[index];
+    const PlanFlow flow = plan.flows[block];
+    if (flow.give == 0 && flow.receive == 0) return;
+    if (atomic_load(&plan.view.headers[block].allocation) == 0) {
+      release_emptied_block(plan.view, block, plan.class_index);
+    } else {
+      plan.view.refresh_block_state(block, plan.class_index);
+    }
+  }
+};
+
+/// Step 8, one thread per block of the class's list: the class's occupancy after the run.
+template <class View>
+struct PlanAfterKernel {
+  CompactionPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    const std::uint64_t block = plan.class_blocks[index];
+    if (!plan.view.allocated_blocks(plan.class_index).get(block)) return;
+    PlanCounts& counts = *plan.counts;
+    aggregated_fetch_add(&counts.allocated_after, 1);
+    const std::uint64_t allocation = atomic_load(&plan.view.headers[block].allocation);
+    aggregated_fetch_add(&counts.used_after, static_cast<std::uint64_t>(popcount(allocation & plan.full_mask())));
+    if (plan.view.defrag_candidates(plan.class_index).get(block)) aggregated_fetch_add(&counts.candidates_after, 1);
+  }
+};
+
+/// One thread per block of the heap: lists the allocated blocks of @p class_index (holders whose
+/// pointer fields the rewrite scans) and counts them into *count (zero before); lists nothing when
+/// *working is 0 (the plan moves nothing).
+template <class View>
+struct ListClassBlocksKernel {
+  View view;
+  int class_index;
+  std::uint32_t* ids;
+  std::uint64_t* count;
+  const std::uint64_t* working;
+  SOAHEAP_HD void operator()(std::uint64_t block) const {
+    if (*working != 0 && view.allocated_blocks(class_index).get(block))
+      ids[aggregated_fetch_add(count, 1)] = static_cast<std::uint32_t>(block);
+  }
+};
+
+/// Zeroes @p words 64-bit words (a kernel, so that it stays in stream order without a host wait).
+struct ZeroWordsKernel {
+  std::uint64_t* words;
+  SOAHEAP_HD void operator()(std::uint64_t index) const { words[index] = 0; }
+};
+
+}  // namespace soaheap::detail
