@@ -7,6 +7,7 @@
 // contains it, node mass equal to the sum of its children's (or its bodies'), child boxes nested.
 
 #include "examples/common/app.cuh"
+#include "examples/common/counter_hash.cuh"
 
 #include <soaheap/soaheap.cuh>
 
@@ -24,18 +25,8 @@ constexpr int kStackSize = 3 * kMaxDepth + 8;
 constexpr double kFixedScale = 1099511627776.0;  ///< 2^40
 constexpr float kWorldHalf = 4.0f;               ///< the root box is [-4, 4]^2; walls reflect bodies
 
-SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
-  std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^ (index + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 32;
-  return x;
-}
-SOAHEAP_HD inline float uniform(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
-  return static_cast<float>(hash3(seed, salt, index) >> 40) * (1.0f / 16777216.0f);
-}
+using soaheap_app::hash3;
+using soaheap_app::uniform_float;
 SOAHEAP_HD inline std::uint64_t to_fixed(double value) {
   return static_cast<std::uint64_t>(static_cast<long long>(value * kFixedScale));
 }
@@ -135,13 +126,13 @@ class Body : public soaheap::Object<Body> {
   soaheap::Field<Body, 9> leaf_id;
 
   SOAHEAP_HD Body(std::uint64_t index, std::uint64_t seed) {
-    const float radius = sqrtf(uniform(seed, 0, index));
-    const float angle = 6.2831853f * uniform(seed, 1, index);
+    const float radius = sqrtf(uniform_float(seed, 0, index));
+    const float angle = 6.2831853f * uniform_float(seed, 1, index);
     pos_x = radius * cosf(angle);
     pos_y = radius * sinf(angle);
     vel_x = -0.3f * radius * sinf(angle);
     vel_y = 0.3f * radius * cosf(angle);
-    mass = 0.5f + uniform(seed, 2, index);
+    mass = 0.5f + uniform_float(seed, 2, index);
     force_x = 0;
     force_y = 0;
     node = nullptr;

@@ -13,7 +13,7 @@
 /// every choice breaks ties by body id, so a run depends only on seed and backend, never on
 /// thread scheduling or on where objects sit in memory.
 
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 
 #include <cmath>
 #include <cstdint>

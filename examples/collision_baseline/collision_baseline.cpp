@@ -5,6 +5,7 @@
 
 #include "collision/physics.cuh"
 #include "common/app.cuh"
+#include "common/baseline.cuh"
 
 #include <chrono>
 #include <cmath>
@@ -156,6 +157,10 @@ class BodyArrays {
     b.accepted = links_.as<std::uint64_t>() + count_;
     return b;
   }
+  /// Bytes allocated for all arrays.
+  std::uint64_t bytes() const {
+    return count_ * (sizeof(std::uint8_t) + 5 * sizeof(float) + 2 * sizeof(long long) + 2 * sizeof(std::uint64_t));
+  }
   /// Live bodies and their total mass (summed in double on the host).
   void totals(std::uint64_t& live, double& total_mass) const {
     std::vector<std::uint8_t> active(count_);
@@ -189,15 +194,8 @@ int run(int argc, char** argv) {
   if (!options.defrag_policy.empty() && options.defrag_policy != "none")
     spdlog::warn("collision_baseline has no heap: --defrag-policy {} is ignored", options.defrag_policy);
 
-  soaheap::detail::Executor executor;
-  executor.backend = options.backend;
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  if (options.backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error("the cuda backend needs a CUDA GPU and a build with nvcc");
-  }
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(options.backend, "collision_baseline", pool);
 
   const auto start = std::chrono::steady_clock::now();
   BodyArrays arrays(options.backend, options.size);
@@ -217,29 +215,17 @@ int run(int argc, char** argv) {
   executor.synchronize();  // kernels run asynchronously; the timed part ends when they are done
   const double total_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   arrays.totals(live, mass_after);
-  const double check_time_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - total_time_s;
   const bool conserved = std::fabs(mass_after - mass_before) <= kMassTolerance * mass_before;
-  const nlohmann::json line = {{"app", "collision_baseline"},
-                               {"backend", std::string(soaheap::to_string(options.backend))},
-                               {"size", options.size},
-                               {"iterations", options.iterations},
-                               {"seed", options.seed},
-                               {"defrag_policy", "none"},
-                               {"total_time_s", total_time_s},
-                               {"check_time_s", check_time_s},
-                               {"defrag_time_s", 0.0},
-                               {"enumeration_time_s", 0.0},
-                               {"objects", {{"Body", live}}},
-                               {"peak_allocated_blocks", 0},
-                               {"fragmentation", 0.0},
-                               {"defrag_runs", 0},
-                               {"self_check", conserved ? "passed" : "failed"},
-                               {"bodies_left", live},
-                               {"total_mass_before", mass_before},
-                               {"total_mass_after", mass_after}};
-  std::cout << line.dump() << std::endl;
-  return conserved ? 0 : 1;
+  soaheap_app::BaselineResult result;
+  result.app = "collision_baseline";
+  result.start = start;
+  result.timed_seconds = total_time_s;
+  result.simulation_seconds = total_time_s;
+  result.objects = {{"Body", live}};
+  result.memory_bytes = arrays.bytes();
+  result.self_check_passed = conserved;
+  result.extra = {{"bodies_left", live}, {"total_mass_before", mass_before}, {"total_mass_after", mass_after}};
+  return soaheap_app::finish_baseline(result, options.backend, options);
 }
 
 }  // namespace collision

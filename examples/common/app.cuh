@@ -18,11 +18,10 @@
 /// @endcode
 /// stdout carries only the JSON result line; logs go to stderr.
 
-#include <soaheap/core/profiler.hpp>
-#include <soaheap/defrag/defrag_config.hpp>
-#include <soaheap/soaheap.cuh>
-
+#include <soaheap/config/defrag_config.hpp>
 #include <soaheap/defrag/policy.hpp>
+#include <soaheap/profiler/profiler.hpp>
+#include <soaheap/soaheap.cuh>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -55,7 +54,7 @@ struct AppOptions {
   soaheap::Backend backend = soaheap::Backend::host;
   std::string defrag_policy;     ///< none|every:M|mass:K2|mass:K2%; empty = the configuration's policy
   int defrag_factor = 0;         ///< n; 0 = configuration / default
-  std::string config_file;       ///< defragmentation configuration (.json; .toml from host-compiled builds)
+  std::string config_file;       ///< defragmentation configuration (.toml or .json)
   std::string profile_file;      ///< soaheap-profile output; empty = no profile
   int profile_interval = 1;      ///< record one profile sample every this many iterations
 };
@@ -65,6 +64,32 @@ inline soaheap::Backend default_backend() {
   return soaheap::cuda_available() ? soaheap::Backend::cuda : soaheap::Backend::host;
 }
 
+/// @brief Adds `--backend host|cuda` to @p cli, storing into @p backend_name, which it sets to
+///        default_backend(). The default depends on the machine, so the help states the one that
+///        applies here and why.
+inline CLI::Option* add_backend_option(CLI::App& cli, std::string& backend_name) {
+  backend_name = std::string(soaheap::to_string(default_backend()));
+  const std::string reason = backend_name == "cuda" ? "a GPU is available" : "no GPU is available to this build";
+  return cli
+      .add_option("--backend", backend_name,
+                  "Where the heap lives and kernels run: host or cuda (default here: " + backend_name + ", " + reason +
+                      ")")
+      ->check(CLI::IsMember({"host", "cuda"}));
+}
+
+/// @brief A CLI11 check for counts that must be positive, whose message names the value
+///        ("must be at least 1, got 0") rather than a floating-point range.
+inline CLI::Validator at_least_one() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        long long value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "expected a whole number, got \"" + text + "\"";
+        if (value < 1) return "must be at least 1, got " + text;
+        return {};
+      },
+      "INT>=1");
+}
+
 /// @brief Adds the common options to a CLI11 app; `finalize()` after parsing resolves the
 ///        backend-dependent defaults.
 class CommonOptions {
@@ -72,37 +97,32 @@ class CommonOptions {
   static constexpr std::uint64_t kDefaultSeed = 42;
 
   CommonOptions(CLI::App& cli, AppDefaults defaults) : defaults_(defaults) {
-    backend_name_ = std::string(soaheap::to_string(default_backend()));
     size_option_ = cli.add_option("--size", size_,
                                   "Problem size (default: " + std::to_string(defaults.cuda_size) + " on cuda, " +
                                       std::to_string(defaults.host_size) + " on host)")
-                       ->check(CLI::PositiveNumber);
+                       ->check(at_least_one());
     iterations_option_ = cli.add_option("--iterations", iterations_,
                                         "Iterations to run (default: " + std::to_string(defaults.cuda_iterations) +
                                             " on cuda, " + std::to_string(defaults.host_iterations) + " on host)")
                              ->check(CLI::NonNegativeNumber);
     cli.add_option("--seed", seed_, "Random seed; a run is deterministic per seed and backend")
         ->capture_default_str();
-    cli.add_option("--backend", backend_name_,
-                   "Where the heap lives and kernels run: host or cuda (default: cuda when a GPU is "
-                   "available, else host)")
-        ->check(CLI::IsMember({"host", "cuda"}))
-        ->capture_default_str();
+    add_backend_option(cli, backend_name_);
     cli.add_option("--defrag-policy", defrag_policy_,
                    "When to defragment: none, every:M (every M iterations), mass:K2 (once K2 candidate blocks "
                    "exist) or mass:P% (P percent of the heap's blocks); default: the configuration's policy");
     cli.add_option("--defrag-factor", defrag_factor_,
                    "Defragmentation factor n (merge n+1 blocks into n); overrides the configuration's global "
                    "factor (default: configuration, else 1)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least_one());
     cli.add_option("--config", config_file_,
-                   "Defragmentation configuration file (.json, or .toml in host-compiled builds); "
+                   "Defragmentation configuration file (.toml or .json, see docs/defrag-config.md); "
                    "SOAHEAP_DEFRAG_* environment variables override it")
         ->check(CLI::ExistingFile);
     cli.add_option("--profile", profile_file_,
                    "Write a memory profile (JSON Lines, see tools/profile/FORMAT.md) to this file");
     cli.add_option("--profile-interval", profile_interval_, "Record one profile sample every this many iterations")
-        ->check(CLI::PositiveNumber)
+        ->check(at_least_one())
         ->capture_default_str();
   }
 

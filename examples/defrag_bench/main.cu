@@ -13,6 +13,8 @@
 // Bandwidths count bytes read plus bytes written, for the device-to-device copy measured first as
 // for the phases: copy = 2 x bytes moved; rewrite = pointer-field bytes scanned in every pass plus a
 // read and a write of 8 bytes per relocated object (each object here has one referrer on average).
+#include "examples/common/app.cuh"
+
 #include <soaheap/soaheap.cuh>
 
 #include <CLI/CLI.hpp>
@@ -29,21 +31,22 @@
 
 namespace {
 
-class BenchB;
-
-/// 32 bytes: a pointer to the other class and 24 bytes of payload.
-class BenchA : public soaheap::Object<BenchA> {
+/// The benchmark's two classes, BenchA (side 0) and BenchB (side 1): 32 bytes each, a pointer to an
+/// object of the other class and 24 bytes of payload, so that defragmenting one class rewrites the
+/// pointers held by the other.
+template <int Side>
+class BenchObject : public soaheap::Object<BenchObject<Side>> {
  public:
-  using FieldTypes = soaheap::fields<BenchB*, std::uint64_t, std::uint64_t, std::uint64_t>;
-  static constexpr const char* kName = "BenchA";
-  soaheap::Field<BenchA, 0> other;
-  soaheap::Field<BenchA, 1> payload0;
-  soaheap::Field<BenchA, 2> payload1;
-  soaheap::Field<BenchA, 3> payload2;
+  using FieldTypes = soaheap::fields<BenchObject<1 - Side>*, std::uint64_t, std::uint64_t, std::uint64_t>;
+  static constexpr const char* kName = Side == 0 ? "BenchA" : "BenchB";
+  soaheap::Field<BenchObject, 0> other;
+  soaheap::Field<BenchObject, 1> payload0;
+  soaheap::Field<BenchObject, 2> payload1;
+  soaheap::Field<BenchObject, 3> payload2;
 
   // A user-provided constructor: `new (heap) T()` on a class without one would value-initialize,
   // i.e. zero the C++ object at its tagged address, which is no memory address at all.
-  SOAHEAP_HD explicit BenchA(std::uint64_t index) {
+  SOAHEAP_HD explicit BenchObject(std::uint64_t index) {
     other = nullptr;
     payload0 = index;
     payload1 = 2 * index;
@@ -51,24 +54,8 @@ class BenchA : public soaheap::Object<BenchA> {
   }
 };
 
-class BenchB : public soaheap::Object<BenchB> {
- public:
-  using FieldTypes = soaheap::fields<BenchA*, std::uint64_t, std::uint64_t, std::uint64_t>;
-  static constexpr const char* kName = "BenchB";
-  soaheap::Field<BenchB, 0> other;
-  soaheap::Field<BenchB, 1> payload0;
-  soaheap::Field<BenchB, 2> payload1;
-  soaheap::Field<BenchB, 3> payload2;
-
-  // A user-provided constructor: `new (heap) T()` on a class without one would value-initialize,
-  // i.e. zero the C++ object at its tagged address, which is no memory address at all.
-  SOAHEAP_HD explicit BenchB(std::uint64_t index) {
-    other = nullptr;
-    payload0 = index;
-    payload1 = 2 * index;
-    payload2 = 3 * index;
-  }
-};
+using BenchA = BenchObject<0>;
+using BenchB = BenchObject<1>;
 
 using BenchHeap = soaheap::Heap<BenchA, BenchB>;
 using BenchView = BenchHeap::View;
@@ -201,7 +188,7 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   defrag.compaction = settings.compaction;
   defrag.target = settings.target;
   defrag.locality_window = settings.compaction == soaheap::CompactionStrategy::plan ? settings.locality_window : 0;
-  const soaheap::DefragResult result = heap.defrag<BenchA>(defrag);
+  const soaheap::DefragResult result = soaheap::defragment<BenchA>(heap, defrag);
   if (settings.validate) heap.validate(soaheap::Validation::full);
 
   const double copy_bytes = 2.0 * static_cast<double>(result.bytes_moved);
@@ -265,7 +252,7 @@ nlohmann::json comparison(const nlohmann::json& plan, const nlohmann::json& pass
 
 int main(int argc, char** argv) {
   CLI::App app{"defrag_bench: CompactGpu's synthetic defragmentation benchmark (ISMM 2019 Table 1 / Figure 9)"};
-  std::string backend_name = soaheap::cuda_available() ? "cuda" : "host";
+  std::string backend_name;
   std::string mode = "table1";
   std::string strategy_name = "both";
   std::string compaction_name = "both";
@@ -276,8 +263,7 @@ int main(int argc, char** argv) {
   std::vector<int> factors = {1, 2, 3, 4, 5};
   std::uint64_t seed = 1;
   bool validate = false;
-  app.add_option("--backend", backend_name, "host or cuda (default: cuda when a GPU is present)")
-      ->check(CLI::IsMember({"host", "cuda"}));
+  soaheap_app::add_backend_option(app, backend_name);
   app.add_option("--mode", mode, "table1: one run per n and strategy; figure9: deletion 0..100 % in 5 % steps")
       ->check(CLI::IsMember({"table1", "figure9"}));
   app.add_option("--objects", objects,

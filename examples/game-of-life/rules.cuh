@@ -5,7 +5,9 @@
 // the rules the two applications run, and the sequential host reference both kinds of program are
 // checked against.
 
-#include <soaheap/core/portability.cuh>
+#include "examples/common/counter_hash.cuh"
+
+#include <soaheap/base/portability.cuh>
 
 #include <cstdint>
 #include <cstdio>
@@ -20,19 +22,11 @@ struct Rule {
   std::uint32_t states;  ///< C: 1 = alive, 2..C-1 = dying, then dead
 };
 
-SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t value) {
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL ^ salt * 0x94d049bb133111ebULL ^ (value + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
+using soaheap_app::splitmix_hash3;
 
 /// The initial state: a cell is alive with probability density_per_mille / 1000 (pure function of seed).
 SOAHEAP_HD inline bool initially_alive(std::uint64_t seed, std::uint64_t cell, std::uint32_t density_per_mille) {
-  return hash3(seed, 1, cell) % 1000 < density_per_mille;
+  return splitmix_hash3(seed, 1, cell) % 1000 < density_per_mille;
 }
 
 struct Grid {

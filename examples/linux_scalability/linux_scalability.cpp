@@ -142,13 +142,11 @@ int run(int argc, char** argv) {
   CLI::App cli{"linux-scalability allocation microbenchmark: soaheap vs the platform allocator (JSON lines)"};
   std::uint64_t threads = kDefaultThreads;
   std::string n_text;
-  std::string backend_name(soaheap::to_string(soaheap_app::default_backend()));
+  std::string backend_name;
   unsigned host_threads = 0;
-  cli.add_option("--threads", threads, "Allocating threads")->check(CLI::PositiveNumber)->capture_default_str();
+  cli.add_option("--threads", threads, "Allocating threads")->check(soaheap_app::at_least_one())->capture_default_str();
   cli.add_option("--n-values", n_text, "Comma-separated objects per thread (default: powers of two 1..1024)");
-  cli.add_option("--backend", backend_name, "host or cuda (default: cuda when a GPU is available)")
-      ->check(CLI::IsMember({"host", "cuda"}))
-      ->capture_default_str();
+  soaheap_app::add_backend_option(cli, backend_name);
   cli.add_option("--host-threads", host_threads, "Worker threads of the host backend (0 = all cores)");
   try {
     cli.parse(argc, argv);

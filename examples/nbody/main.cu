@@ -9,6 +9,7 @@
 // Self-check: momentum conservation and a bound on the drift of the total energy.
 
 #include "examples/common/app.cuh"
+#include "examples/common/counter_hash.cuh"
 
 #include <soaheap/soaheap.cuh>
 
@@ -28,20 +29,9 @@ struct Parameters {
 /// Fixed-point scale of accumulated forces (2^40): exact, order-independent sums.
 constexpr double kForceScale = 1099511627776.0;
 
-SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
-  std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^ (index + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 32;
-  return x;
-}
+using soaheap_app::hash3;
+using soaheap_app::uniform_float;
 
-/// A uniform float in [0, 1) from the hash.
-SOAHEAP_HD inline float uniform(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
-  return static_cast<float>(hash3(seed, salt, index) >> 40) * (1.0f / 16777216.0f);
-}
 
 SOAHEAP_HD inline long long to_fixed(float value) { return static_cast<long long>(static_cast<double>(value) * kForceScale); }
 
@@ -59,14 +49,14 @@ class Body : public soaheap::Object<Body> {
 
   /// Body @p index of a disc of radius 1 in slow rigid rotation, masses in [0.5, 1.5).
   SOAHEAP_HD Body(std::uint64_t index, std::uint64_t seed) {
-    const float radius = sqrtf(uniform(seed, 0, index));
-    const float angle = 6.2831853f * uniform(seed, 1, index);
+    const float radius = sqrtf(uniform_float(seed, 0, index));
+    const float angle = 6.2831853f * uniform_float(seed, 1, index);
     pos_x = radius * cosf(angle);
     pos_y = radius * sinf(angle);
     const float spin = 0.3f;
-    vel_x = -spin * radius * sinf(angle) + 0.05f * (uniform(seed, 2, index) - 0.5f);
-    vel_y = spin * radius * cosf(angle) + 0.05f * (uniform(seed, 3, index) - 0.5f);
-    mass = 0.5f + uniform(seed, 4, index);
+    vel_x = -spin * radius * sinf(angle) + 0.05f * (uniform_float(seed, 2, index) - 0.5f);
+    vel_y = spin * radius * cosf(angle) + 0.05f * (uniform_float(seed, 3, index) - 0.5f);
+    mass = 0.5f + uniform_float(seed, 4, index);
     force_x = 0;
     force_y = 0;
   }

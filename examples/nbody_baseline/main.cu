@@ -5,6 +5,8 @@
 // (CUDA grid or host thread pool). Prints the same JSON fields as the application.
 
 #include "examples/common/app.cuh"
+#include "examples/common/counter_hash.cuh"
+#include "examples/common/baseline.cuh"
 
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/memory.cuh>
@@ -21,18 +23,8 @@ namespace nbody_baseline {
 
 constexpr double kForceScale = 1099511627776.0;  // 2^40, as in examples/nbody
 
-SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
-  std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^ (index + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 32;
-  return x;
-}
-SOAHEAP_HD inline float uniform(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
-  return static_cast<float>(hash3(seed, salt, index) >> 40) * (1.0f / 16777216.0f);
-}
+using soaheap_app::hash3;
+using soaheap_app::uniform_float;
 SOAHEAP_HD inline long long to_fixed(float value) { return static_cast<long long>(static_cast<double>(value) * kForceScale); }
 
 /// The bodies: one array per field, plus the active flag of the papers' baselines.
@@ -52,14 +44,14 @@ struct Initialize {
   Bodies b;
   std::uint64_t seed;
   SOAHEAP_HD void operator()(std::uint64_t i) const {
-    const float radius = sqrtf(uniform(seed, 0, i));
-    const float angle = 6.2831853f * uniform(seed, 1, i);
+    const float radius = sqrtf(uniform_float(seed, 0, i));
+    const float angle = 6.2831853f * uniform_float(seed, 1, i);
     b.pos_x[i] = radius * cosf(angle);
     b.pos_y[i] = radius * sinf(angle);
     const float spin = 0.3f;
-    b.vel_x[i] = -spin * radius * sinf(angle) + 0.05f * (uniform(seed, 2, i) - 0.5f);
-    b.vel_y[i] = spin * radius * cosf(angle) + 0.05f * (uniform(seed, 3, i) - 0.5f);
-    b.mass[i] = 0.5f + uniform(seed, 4, i);
+    b.vel_x[i] = -spin * radius * sinf(angle) + 0.05f * (uniform_float(seed, 2, i) - 0.5f);
+    b.vel_y[i] = spin * radius * cosf(angle) + 0.05f * (uniform_float(seed, 3, i) - 0.5f);
+    b.mass[i] = 0.5f + uniform_float(seed, 4, i);
     b.force_x[i] = 0;
     b.force_y[i] = 0;
     b.active[i] = 1;
@@ -144,14 +136,7 @@ int run_app(int argc, char** argv) {
   using soaheap::detail::Memory;
   const soaheap::Backend backend = options.backend;
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  soaheap::detail::Executor executor;
-  executor.backend = backend;
-  if (backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error("nbody_baseline: the cuda backend needs a CUDA GPU, and none is available");
-  }
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(backend, "nbody_baseline", pool);
   Memory pos_x(backend, n * sizeof(float)), pos_y(backend, n * sizeof(float)), vel_x(backend, n * sizeof(float)),
       vel_y(backend, n * sizeof(float)), mass(backend, n * sizeof(float)), force_x(backend, n * sizeof(long long)),
       force_y(backend, n * sizeof(long long)), active(backend, n);
@@ -188,34 +173,19 @@ int run_app(int argc, char** argv) {
   const double energy_drift = std::fabs(energy_after - (before.kinetic + before.potential)) /
                               std::max(before.kinetic + std::fabs(before.potential), 1e-30);
   const bool passed = std::isfinite(energy_after) && momentum_error <= 1e-4 && energy_drift <= 2e-2;
-  nlohmann::json line = {{"app", "nbody_baseline"},
-                         {"backend", std::string(soaheap::to_string(backend))},
-                         {"size", options.size},
-                         {"iterations", options.iterations},
-                         {"seed", options.seed},
-                         {"defrag_policy", "none"},
-                         {"defrag_factor", 0},
-                         {"total_time_s", timed_seconds},
-                         {"check_time_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - timed_seconds},
-                         {"simulation_time_s", loop_seconds},
-                         {"defrag_time_s", 0.0},
-                         {"enumeration_time_s", 0.0},
-                         {"objects", {{"Body", n}}},
-                         {"peak_allocated_blocks", 0},
-                         {"allocated_blocks", 0},
-                         {"block_bytes", 0},
-                         {"heap_bytes", memory_bytes},
-                         {"fragmentation", 0.0},
-                         {"defrag_runs", 0},
-                         {"blocks_freed", 0},
-                         {"objects_moved", 0},
-                         {"bodies", n},
-                         {"momentum_error", momentum_error},
-                         {"energy_drift", energy_drift},
-                         {"energy", energy_after},
-                         {"self_check", passed ? "passed" : "failed"}};
-  std::cout << line.dump() << std::endl;
-  return passed ? 0 : 1;
+  soaheap_app::BaselineResult result;
+  result.app = "nbody_baseline";
+  result.start = start;
+  result.timed_seconds = timed_seconds;
+  result.simulation_seconds = loop_seconds;
+  result.objects = {{"Body", n}};
+  result.memory_bytes = memory_bytes;
+  result.self_check_passed = passed;
+  result.extra = {{"bodies", n},
+                  {"momentum_error", momentum_error},
+                  {"energy_drift", energy_drift},
+                  {"energy", energy_after}};
+  return soaheap_app::finish_baseline(result, backend, options);
 }
 
 }  // namespace

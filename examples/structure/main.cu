@@ -9,6 +9,7 @@
 // node's spring slots hold exactly the springs that name it.
 
 #include "examples/common/app.cuh"
+#include "examples/common/counter_hash.cuh"
 
 #include <soaheap/soaheap.cuh>
 
@@ -38,15 +39,7 @@ struct Physics {
   std::uint32_t missing_spring_per_mille = 50;
 };
 
-SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t value) {
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL ^ salt * 0x94d049bb133111ebULL ^ (value + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
+using soaheap_app::splitmix_hash3;
 
 class Spring;
 
@@ -264,7 +257,7 @@ struct Mesh {
 
   SOAHEAP_HD bool has_node(std::uint32_t col, std::uint32_t row) const {
     if (col == 0 || col + 1 == width) return true;  // anchor columns are complete
-    return hash3(seed, kSaltHole, std::uint64_t{row} * width + col) % 1000 >= physics.hole_per_mille;
+    return splitmix_hash3(seed, kSaltHole, std::uint64_t{row} * width + col) % 1000 >= physics.hole_per_mille;
   }
 };
 
@@ -304,8 +297,8 @@ struct CreateSprings {
       NodeBase* other = nodes[std::uint64_t{r} * mesh.width + c];
       if (other == nullptr) continue;
       const std::uint64_t key = i * 3 + static_cast<std::uint64_t>(direction);
-      if (hash3(mesh.seed, kSaltSpring, key) % 1000 < mesh.physics.missing_spring_per_mille) continue;
-      const float variation = 0.6f + 0.8f * static_cast<float>(hash3(mesh.seed, kSaltStrain, key) % 10000) / 10000.0f;
+      if (splitmix_hash3(mesh.seed, kSaltSpring, key) % 1000 < mesh.physics.missing_spring_per_mille) continue;
+      const float variation = 0.6f + 0.8f * static_cast<float>(splitmix_hash3(mesh.seed, kSaltStrain, key) % 10000) / 10000.0f;
       const float rest = direction == 2 ? 1.41421356f : 1.0f;  // lattice spacing 1
       new (heap) Spring(node, other, direction, rest, mesh.physics.breaking_strain * variation);
     }

@@ -7,6 +7,8 @@
 // invariants after every BFS (small meshes) or at the end.
 
 #include "examples/common/app.cuh"
+#include "examples/common/counter_hash.cuh"
+#include "examples/common/baseline.cuh"
 
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/memory.cuh>
@@ -45,15 +47,7 @@ struct Physics {  // the defaults of examples/structure
   std::uint32_t missing_spring_per_mille = 50;
 };
 
-SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t value) {
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL ^ salt * 0x94d049bb133111ebULL ^ (value + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
+using soaheap_app::splitmix_hash3;
 
 struct Nodes {
   float *x, *y, *velocity_x, *velocity_y, *mass, *pull_x;
@@ -79,7 +73,7 @@ struct Mesh {
   Physics physics;
   SOAHEAP_HD bool has_node(std::uint32_t col, std::uint32_t row) const {
     if (col == 0 || col + 1 == width) return true;
-    return hash3(seed, kSaltHole, std::uint64_t{row} * width + col) % 1000 >= physics.hole_per_mille;
+    return splitmix_hash3(seed, kSaltHole, std::uint64_t{row} * width + col) % 1000 >= physics.hole_per_mille;
   }
 };
 
@@ -119,8 +113,8 @@ struct CreateSprings {
       if (c >= mesh.width || r >= mesh.height) continue;
       const std::uint64_t other = std::uint64_t{r} * mesh.width + c;
       if (!n.active[other]) continue;
-      if (hash3(mesh.seed, kSaltSpring, key) % 1000 < mesh.physics.missing_spring_per_mille) continue;
-      const float variation = 0.6f + 0.8f * static_cast<float>(hash3(mesh.seed, kSaltStrain, key) % 10000) / 10000.0f;
+      if (splitmix_hash3(mesh.seed, kSaltSpring, key) % 1000 < mesh.physics.missing_spring_per_mille) continue;
+      const float variation = 0.6f + 0.8f * static_cast<float>(splitmix_hash3(mesh.seed, kSaltStrain, key) % 10000) / 10000.0f;
       s.a[key] = static_cast<std::uint32_t>(i);
       s.b[key] = static_cast<std::uint32_t>(other);
       s.force_x[key] = 0.0f;
@@ -334,14 +328,7 @@ int run_app(int argc, char** argv) {
   const std::uint64_t sites = std::uint64_t{side} * side, spring_slots = sites * kDirections;
   const soaheap::Backend backend = options.backend;
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  soaheap::detail::Executor executor;
-  executor.backend = backend;
-  if (backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error("structure_baseline: the cuda backend needs a CUDA GPU, and none is available");
-  }
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(backend, "structure_baseline", pool);
   std::vector<Memory> owned;
   std::uint64_t memory_bytes = 0;
   const auto array = [&](std::uint64_t bytes) {
@@ -427,41 +414,25 @@ int run_app(int argc, char** argv) {
   for (std::uint64_t i = 0; i < sites; ++i)
     if (final_mesh.node_active[i]) per_kind[final_mesh.kind[i]] += 1;
   const bool passed = violations == 0;
-  nlohmann::json line = {{"app", "structure_baseline"},
-                         {"backend", std::string(soaheap::to_string(backend))},
-                         {"size", options.size},
-                         {"iterations", options.iterations},
-                         {"seed", options.seed},
-                         {"defrag_policy", "none"},
-                         {"defrag_factor", 0},
-                         {"total_time_s", timed_seconds},
-                         {"check_time_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - timed_seconds},
-                         {"simulation_time_s", loop_seconds},
-                         {"defrag_time_s", 0.0},
-                         {"enumeration_time_s", 0.0},
-                         {"objects",
-                          {{"Node", per_kind[kNode]},
-                           {"AnchorNode", per_kind[kAnchor]},
-                           {"AnchorPullNode", per_kind[kAnchorPull]},
-                           {"Spring", count_active(final_mesh.spring_active)}}},
-                         {"peak_allocated_blocks", 0},
-                         {"allocated_blocks", 0},
-                         {"block_bytes", 0},
-                         {"heap_bytes", memory_bytes},
-                         {"fragmentation", 0.0},
-                         {"defrag_runs", 0},
-                         {"blocks_freed", 0},
-                         {"objects_moved", 0},
-                         {"mesh", {side, side}},
-                         {"initial_springs", initial_springs},
-                         {"broken_springs", read_counter(kBroken)},
-                         {"removed_nodes", read_counter(kRemovedNodes)},
-                         {"removed_springs", read_counter(kRemovedSprings)},
-                         {"bfs_runs", bfs_runs},
-                         {"self_check_violations", violations},
-                         {"self_check", passed ? "passed" : "failed"}};
-  std::cout << line.dump() << std::endl;
-  return passed ? 0 : 1;
+  soaheap_app::BaselineResult result;
+  result.app = "structure_baseline";
+  result.start = start;
+  result.timed_seconds = timed_seconds;
+  result.simulation_seconds = loop_seconds;
+  result.objects = {{"Node", per_kind[kNode]},
+                    {"AnchorNode", per_kind[kAnchor]},
+                    {"AnchorPullNode", per_kind[kAnchorPull]},
+                    {"Spring", count_active(final_mesh.spring_active)}};
+  result.memory_bytes = memory_bytes;
+  result.self_check_passed = passed;
+  result.extra = {{"mesh", {side, side}},
+                  {"initial_springs", initial_springs},
+                  {"broken_springs", read_counter(kBroken)},
+                  {"removed_nodes", read_counter(kRemovedNodes)},
+                  {"removed_springs", read_counter(kRemovedSprings)},
+                  {"bfs_runs", bfs_runs},
+                  {"self_check_violations", violations}};
+  return soaheap_app::finish_baseline(result, backend, options);
 }
 
 }  // namespace

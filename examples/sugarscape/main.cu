@@ -7,6 +7,7 @@
 // host reference runs the same rules and is compared cell by cell.
 
 #include "examples/common/app.cuh"
+#include "examples/common/reference_check.cuh"
 #include "examples/sugarscape/rules.cuh"
 
 #include <soaheap/soaheap.cuh>
@@ -277,49 +278,25 @@ int run_app(int argc, char** argv) {
   world.side = static_cast<std::uint32_t>(options.size);
   world.seed = options.seed;
 
-  const auto run_checked = [&](sugarscape::SugarHeap& heap, const sugarscape::Simulation& simulation, auto&& iterate) {
-    sugarscape::Reference reference(simulation.world());
-    simulation.setup(heap);
-    iterate();
-    for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
-    return sugarscape::compare(reference, simulation.world(), heap);
-  };
-
-  const sugarscape::Simulation simulation(world);
   sugarscape::SugarHeap heap(sugarscape::Simulation::heap_options(world, options.backend));
   soaheap_app::AppRun<sugarscape::SugarHeap> run("sugarscape", options, heap);
-  const auto iterate = [&] {
-    for (int it = 0; it < options.iterations; ++it) {
-      simulation.step(heap, static_cast<std::uint64_t>(it));
-      run.after_iteration(it);
-    }
-    run.stop_clock();
-  };
-  std::uint64_t mismatches = 0;
-  if (world.side <= sugarscape::kReferenceMaxSide) {
-    mismatches = run_checked(heap, simulation, iterate);
-  } else {
-    simulation.setup(heap);
-    iterate();
-  }
-  const std::uint64_t agents = heap.count<sugarscape::Agent>();
-  const double simulation_time = run.elapsed_seconds();
+  std::optional<sugarscape::World> side_world;  // too large for the reference: check a smaller one
   if (world.side > sugarscape::kReferenceMaxSide) {
-    sugarscape::World small = world;
-    small.side = sugarscape::kReferenceMaxSide / 2;
-    const sugarscape::Simulation small_simulation(small);
-    sugarscape::SugarHeap small_heap(sugarscape::Simulation::heap_options(small, options.backend));
-    mismatches = run_checked(small_heap, small_simulation, [&] {
-      for (int it = 0; it < options.iterations; ++it) small_simulation.step(small_heap, static_cast<std::uint64_t>(it));
-    });
+    side_world = world;
+    side_world->side = sugarscape::kReferenceMaxSide / 2;
   }
+  const soaheap_app::ReferenceCheck check = soaheap_app::run_with_reference_check<sugarscape::Simulation, sugarscape::Reference>(
+      options, run, heap, world, side_world, [](const auto& reference, const auto& checked_model, const auto& checked) {
+        return sugarscape::compare(reference, checked_model, checked);
+      });
+  const std::uint64_t agents = heap.count<sugarscape::Agent>();
   heap.validate(soaheap::Validation::structure);
   nlohmann::json extra;
   extra["grid"] = {world.side, world.side};
   extra["agents"] = agents;
-  extra["simulation_time_s"] = simulation_time;
-  extra["self_check_mismatches"] = mismatches;
-  return run.finish(mismatches == 0, extra);
+  extra["simulation_time_s"] = check.simulation_seconds;
+  extra["self_check_mismatches"] = check.mismatches;
+  return run.finish(check.mismatches == 0, extra);
 }
 
 }  // namespace

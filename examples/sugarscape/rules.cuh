@@ -4,7 +4,10 @@
 // numbers and priorities, agent traits, and the sequential host reference that both self-checks
 // compare against cell by cell.
 
-#include <soaheap/core/portability.cuh>
+#include "examples/common/counter_hash.cuh"
+#include "examples/common/requests.cuh"
+
+#include <soaheap/base/portability.cuh>
 
 #include <algorithm>
 #include <cstdint>
@@ -18,16 +21,7 @@ constexpr int kDirections = 4;
 constexpr std::uint64_t kSaltInitial = 1, kSaltTraits = 2, kSaltMovePriority = 3, kSaltTie = 4, kSaltMatePriority = 5,
                         kSaltBirthDirection = 6;
 
-SOAHEAP_HD inline std::uint64_t hash4(std::uint64_t seed, std::uint64_t salt, std::uint64_t a, std::uint64_t b) {
-  std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^
-                    (a + 1) * 0xd6e8feb86659fd93ULL ^ (b + 1) * 0xff51afd7ed558ccdULL;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 32;
-  return x;
-}
+using soaheap_app::hash4;
 
 /// Genetic and initial traits of an agent, a pure function of its id.
 struct Traits {
@@ -81,7 +75,7 @@ struct World {
   }
   /// Priorities: the low 32 bits (the requester's cell) make keys unique; 0 means "no request".
   SOAHEAP_HD std::uint64_t priority(std::uint64_t salt, std::uint64_t iteration, std::uint32_t cell) const {
-    return ((hash4(seed, salt, iteration, cell) | 1ULL) << 32) | cell;
+    return soaheap_app::request_key(hash4(seed, salt, iteration, cell), cell);
   }
   /// Better target: more sugar, then nearer, then the smaller tie-break hash.
   SOAHEAP_HD bool better(int sugar, int distance, std::uint64_t tie, int best_sugar, int best_distance,

@@ -7,6 +7,7 @@
 // sugarscape and compares the final grid with the sequential reference cell by cell.
 
 #include "examples/common/app.cuh"
+#include "examples/common/baseline.cuh"
 #include "examples/common/cell_arrays.cuh"
 #include "examples/sugarscape/rules.cuh"
 
@@ -289,14 +290,7 @@ int run_app(int argc, char** argv) {
   world.seed = options.seed;
 
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  soaheap::detail::Executor executor;
-  executor.backend = options.backend;
-  if (options.backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error("sugarscape_baseline: the cuda backend needs a CUDA GPU, and none is available");
-  }
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(options.backend, "sugarscape_baseline", pool);
   const sugarscape_baseline::Simulation simulation(executor, world);
   const auto loop_start = std::chrono::steady_clock::now();
   for (int it = 0; it < options.iterations; ++it) simulation.step(static_cast<std::uint64_t>(it));
@@ -329,35 +323,18 @@ int run_app(int argc, char** argv) {
     mismatches = check(small, small_simulation);
   }
   const bool passed = mismatches == 0;
-  const double check_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - timed_seconds;
-  nlohmann::json line = {{"app", "sugarscape_baseline"},
-                         {"backend", std::string(soaheap::to_string(options.backend))},
-                         {"size", options.size},
-                         {"iterations", options.iterations},
-                         {"seed", options.seed},
-                         {"defrag_policy", "none"},
-                         {"defrag_factor", 0},
-                         {"total_time_s", timed_seconds},
-                         {"check_time_s", check_seconds},
-                         {"simulation_time_s", loop_seconds},
-                         {"defrag_time_s", 0.0},
-                         {"enumeration_time_s", 0.0},
-                         {"objects", {{"Cell", world.cell_count()}, {"Agent", agent_count}}},
-                         {"peak_allocated_blocks", 0},
-                         {"allocated_blocks", 0},
-                         {"block_bytes", 0},
-                         {"heap_bytes", simulation.memory_bytes()},
-                         {"fragmentation", 0.0},
-                         {"defrag_runs", 0},
-                         {"blocks_freed", 0},
-                         {"objects_moved", 0},
-                         {"grid", {world.side, world.side}},
-                         {"agents", agent_count},
-                         {"self_check_mismatches", mismatches},
-                         {"self_check", passed ? "passed" : "failed"}};
-  std::cout << line.dump() << std::endl;
-  return passed ? 0 : 1;
+  soaheap_app::BaselineResult result;
+  result.app = "sugarscape_baseline";
+  result.start = start;
+  result.timed_seconds = timed_seconds;
+  result.simulation_seconds = loop_seconds;
+  result.objects = {{"Cell", world.cell_count()}, {"Agent", agent_count}};
+  result.memory_bytes = simulation.memory_bytes();
+  result.self_check_passed = passed;
+  result.extra = {{"grid", {world.side, world.side}},
+                  {"agents", agent_count},
+                  {"self_check_mismatches", mismatches}};
+  return soaheap_app::finish_baseline(result, options.backend, options);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 // sequential host reference runs the same rules and is compared cell by cell.
 
 #include "examples/common/app.cuh"
+#include "examples/common/reference_check.cuh"
 #include "examples/traffic/rules.cuh"
 
 #include <soaheap/soaheap.cuh>
@@ -229,51 +230,26 @@ int run_app(int argc, char** argv) {
   network.streets = static_cast<std::uint32_t>(options.size);
   network.seed = options.seed;
 
-  const auto run_checked = [&](traffic::TrafficHeap& heap, const traffic::Simulation& simulation, auto&& run_iterations) {
-    traffic::Reference reference(simulation.network());
-    simulation.setup(heap);
-    run_iterations();
-    for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
-    return traffic::compare(reference, simulation.network(), heap);
-  };
-
-  const traffic::Simulation simulation(network);
   traffic::TrafficHeap heap(traffic::Simulation::heap_options(network, options.backend));
   soaheap_app::AppRun<traffic::TrafficHeap> run("traffic", options, heap);
-  const auto run_iterations = [&] {
-    for (int it = 0; it < options.iterations; ++it) {
-      simulation.step(heap, static_cast<std::uint64_t>(it));
-      run.after_iteration(it);
-    }
-    run.stop_clock();
-  };
-  std::uint64_t mismatches = 0;
-  if (network.streets <= traffic::kReferenceMaxStreets) {
-    mismatches = run_checked(heap, simulation, run_iterations);
-  } else {
-    simulation.setup(heap);
-    run_iterations();
-  }
-  const std::uint64_t cars = heap.count<traffic::Car>();
-  const double total_time = run.elapsed_seconds();
+  std::optional<traffic::Network> side_network;  // too large for the reference: check a smaller one
   if (network.streets > traffic::kReferenceMaxStreets) {
-    // Too large for the sequential reference: check a small network with the same rules.
-    traffic::Network small = network;
-    small.streets = traffic::kReferenceMaxStreets / 4;
-    const traffic::Simulation small_simulation(small);
-    traffic::TrafficHeap small_heap(traffic::Simulation::heap_options(small, options.backend));
-    mismatches = run_checked(small_heap, small_simulation, [&] {
-      for (int it = 0; it < options.iterations; ++it) small_simulation.step(small_heap, static_cast<std::uint64_t>(it));
-    });
+    side_network = network;
+    side_network->streets = traffic::kReferenceMaxStreets / 4;
   }
+  const soaheap_app::ReferenceCheck check = soaheap_app::run_with_reference_check<traffic::Simulation, traffic::Reference>(
+      options, run, heap, network, side_network, [](const auto& reference, const auto& checked_model, const auto& checked) {
+        return traffic::compare(reference, checked_model, checked);
+      });
+  const std::uint64_t cars = heap.count<traffic::Car>();
   heap.validate(soaheap::Validation::structure);
   nlohmann::json extra;
   extra["streets"] = network.streets;
   extra["cells"] = network.cell_count();
   extra["cars"] = cars;
-  extra["simulation_time_s"] = total_time;
-  extra["self_check_mismatches"] = mismatches;
-  return run.finish(mismatches == 0, extra);
+  extra["simulation_time_s"] = check.simulation_seconds;
+  extra["self_check_mismatches"] = check.mismatches;
+  return run.finish(check.mismatches == 0, extra);
 }
 
 }  // namespace

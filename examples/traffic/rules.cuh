@@ -4,7 +4,10 @@
 // numbers and priorities, and the sequential host reference that both self-checks compare against
 // cell by cell.
 
-#include <soaheap/core/portability.cuh>
+#include "examples/common/counter_hash.cuh"
+#include "examples/common/requests.cuh"
+
+#include <soaheap/base/portability.cuh>
 
 #include <algorithm>
 #include <cstdint>
@@ -19,19 +22,8 @@ constexpr int kSinkStreetEvery = 8;    ///< every 8th street ends in a sink
 constexpr std::uint64_t kSaltRoute = 1, kSaltSlowDown = 2, kSaltSpawn = 3, kSaltInitial = 4, kSaltSpeed = 5,
                         kSaltPriority = 6, kSaltStreetLink = 7;
 
-SOAHEAP_HD inline std::uint64_t hash4(std::uint64_t seed, std::uint64_t salt, std::uint64_t a, std::uint64_t b) {
-  std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^
-                    (a + 1) * 0xd6e8feb86659fd93ULL ^ (b + 1) * 0xff51afd7ed558ccdULL;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 32;
-  return x;
-}
-SOAHEAP_HD inline double uniform(std::uint64_t seed, std::uint64_t salt, std::uint64_t a, std::uint64_t b) {
-  return static_cast<double>(hash4(seed, salt, a, b) >> 11) * (1.0 / 9007199254740992.0);
-}
+using soaheap_app::hash4;
+using soaheap_app::uniform;
 
 /// Model parameters and the procedural network: a pure function of (streets, length, seed), so the
 /// device build and the host reference agree without sharing memory.
@@ -65,7 +57,7 @@ struct Network {
   SOAHEAP_HD int max_velocity(std::uint64_t car) const { return 3 + static_cast<int>(hash4(seed, kSaltSpeed, car, 0) % 3); }
   /// Priority of a car's reservations; the low 32 bits (its cell) make keys unique.
   SOAHEAP_HD std::uint64_t priority(std::uint64_t iteration, std::uint64_t car, std::uint32_t cell) const {
-    return ((hash4(seed, kSaltPriority, iteration, car) | 1ULL) << 32) | cell;
+    return soaheap_app::request_key(hash4(seed, kSaltPriority, iteration, car), cell);
   }
   SOAHEAP_HD bool slows_down(std::uint64_t iteration, std::uint64_t car) const {
     return uniform(seed, kSaltSlowDown, iteration, car) < slow_down_probability;

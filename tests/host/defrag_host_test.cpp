@@ -8,7 +8,7 @@ namespace soaheap_test {
 /// A kernel body that tries to defragment the heap it runs on (host backend only).
 struct DefragFromInsideAKernel {
   DefragHeap* heap;
-  void operator()(std::uint64_t) const { heap->defrag<Atom>(); }
+  void operator()(std::uint64_t) const { soaheap::defragment<Atom>(*heap); }
 };
 
 TEST_P(DefragTest, RefusedWhileAnOperationIsInFlight) {
@@ -21,7 +21,7 @@ TEST_P(DefragTest, RefusedWhileAnOperationIsInFlight) {
     EXPECT_NE(std::string(error.what()).find("in flight"), std::string::npos) << error.what();
   }
   // Once the launch is over, defragmentation works again.
-  EXPECT_NO_THROW(heap.defrag<Atom>());
+  EXPECT_NO_THROW(soaheap::defragment<Atom>(heap));
   heap.validate(soaheap::Validation::full);
 }
 

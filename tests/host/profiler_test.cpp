@@ -3,7 +3,7 @@
 
 #include "tests/common/test_classes.cuh"
 
-#include <soaheap/core/profiler.hpp>
+#include <soaheap/profiler/profiler.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -69,7 +69,7 @@ TEST_F(ProfilerTest, RoundTripThroughTheReader) {
     profiler.sample(heap, 1);
     for (std::size_t i = 0; i < objects.size(); i += 3) soaheap::destroy(heap, objects[i]);
     profiler.sample(heap, 2);
-    const soaheap::DefragResult result = heap.defrag<Small>();
+    const soaheap::DefragResult result = soaheap::defragment<Small>(heap);
     profiler.record_defrag(2, result);
     profiler.sample(heap, 3);
     profiler.finish(3, profiler.elapsed_s(), result.times.total_ms() / 1000.0);

@@ -1,6 +1,9 @@
 #pragma once
 /// @file soaheap.cuh
-/// @brief The umbrella header: everything an application needs.
+/// @brief The umbrella header: everything an application needs, from every layer (see
+///        docs/architecture.md): base, reflection, core, defrag (defragment, policies and their
+///        configuration structs) and the profiler. It sits above all modules, so it is the one
+///        header of core/include that may include a higher layer.
 
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/errors.hpp>
@@ -13,3 +16,7 @@
 #include <soaheap/reflection/class_traits.cuh>
 #include <soaheap/reflection/field.cuh>
 #include <soaheap/reflection/object.cuh>
+#include <soaheap/defrag/defrag_options.hpp>
+#include <soaheap/defrag/defragment.cuh>
+#include <soaheap/defrag/policy.hpp>
+#include <soaheap/profiler/profiler.hpp>

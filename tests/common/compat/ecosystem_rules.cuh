@@ -8,7 +8,7 @@
 // class) are prey or predators with a home cell and energy. A cell's occupant is a creature the cell
 // created and alone may destroy; prey born later are unhoused and die of old age by themselves.
 
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 
 #include <cstdint>
 

@@ -1,4 +1,5 @@
-// A program built against an installed soaheap: allocates, runs a method, checks the result.
+// A program built against an installed soaheap: allocates, runs a method, checks the result, and
+// reads a TOML defragmentation configuration through the installed soaheap::config library.
 #include <soaheap/soaheap.cuh>
 
 #include <cstdio>
@@ -26,6 +27,8 @@ int main() {
   double sum = 0;
   heap.for_each<Particle>([&](const Particle* p) { sum += p->position; });
   heap.validate();
-  std::printf("sum %.1f\n", sum);
-  return sum == 4950.0 + 50.0 ? 0 : 1;
+  const soaheap::DefragConfig config =
+      soaheap::parse_defrag_config_toml("[defrag]\npolicy = \"every\"\nevery = 7\n", {{"Particle", 64}});
+  std::printf("sum %.1f, defrag every %lld\n", sum, config.every);
+  return sum == 4950.0 + 50.0 && config.every == 7 ? 0 : 1;
 }

@@ -3,7 +3,7 @@
 /// @brief The two backends and how a kernel body is launched on each: a CUDA grid, or the host thread pool.
 
 #include <soaheap/core/errors.hpp>
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 #include <soaheap/core/thread_pool.hpp>
 
 #include <cstdint>

@@ -11,7 +11,7 @@
 /// no operation waits for the effect of another thread, which keeps the bitmap correct under
 /// independent thread scheduling (a lane never spins on a lane of its own warp).
 
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 
 #include <cstdint>
 

@@ -12,7 +12,6 @@
 #include <soaheap/core/memory.cuh>
 #include <soaheap/core/stats.hpp>
 #include <soaheap/core/untyped_memory.cuh>
-#include <soaheap/defrag/defrag_options.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -323,11 +322,6 @@ class Heap {
 
   // ---- defragmentation support -------------------------------------------------------------------
 
-  /// @brief Defragments the blocks of T (each concrete subclass of T); see soaheap::defragment.
-  /// Defined in <soaheap/defrag/defragment.cuh>.
-  template <class T>
-  DefragResult defrag(const DefragOptions& options = {});
-
   /// @brief Sets the defragmentation factor n of class @p class_index (blocks at most n/(n+1) full
   /// are candidates) and rebuilds its defrag bitmap.
   /// @throw invalid_argument unless 1 <= n <= N_T - 1
@@ -597,4 +591,3 @@ class Heap {
 }  // namespace soaheap
 
 #include <soaheap/core/detail/validate.hpp>
-#include <soaheap/defrag/defragment.cuh>

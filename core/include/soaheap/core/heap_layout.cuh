@@ -2,7 +2,7 @@
 /// @file heap_layout.cuh
 /// @brief What the heap knows at compile time about its classes: ids, capacities, block size.
 
-#include <soaheap/core/object_pointer.cuh>
+#include <soaheap/base/object_pointer.cuh>
 #include <soaheap/reflection/class_traits.cuh>
 #include <soaheap/reflection/object.cuh>
 

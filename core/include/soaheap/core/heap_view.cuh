@@ -6,8 +6,8 @@
 
 #include <soaheap/core/bitmap.cuh>
 #include <soaheap/core/heap_layout.cuh>
-#include <soaheap/core/object_pointer.cuh>
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/object_pointer.cuh>
+#include <soaheap/base/portability.cuh>
 #include <soaheap/core/thread_pool.hpp>
 #include <soaheap/core/untyped_layout.cuh>
 

@@ -9,7 +9,7 @@
 /// Chunk sizes then grow by about a fifth per class, so that a request wastes little of its chunk,
 /// up to a whole block. Requests above a block take a run of contiguous blocks.
 
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 
 #include <cstdint>
 #include <utility>

@@ -20,7 +20,7 @@
 #include <soaheap/core/errors.hpp>
 #include <soaheap/core/heap_view.cuh>
 #include <soaheap/core/memory.cuh>
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 #include <soaheap/core/thread_pool.hpp>
 #include <soaheap/core/untyped_layout.cuh>
 #include <soaheap/core/untyped_stats.hpp>

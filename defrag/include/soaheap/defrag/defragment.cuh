@@ -1,6 +1,6 @@
 #pragma once
 /// @file defragment.cuh
-/// @brief `soaheap::defragment<T>(heap, options)` / `heap.defrag<T>(options)`: in-place, parallel
+/// @brief `soaheap::defragment<T>(heap, options)`: in-place, parallel
 ///        compaction of the blocks of T (and of each concrete subclass of T), after CompactGpu
 ///        (Springer & Masuhara, ISMM 2019).
 ///
@@ -260,12 +260,6 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
       result.times.copy_ms, result.times.forward_ms, result.times.rewrite_ms, result.times.state_ms,
       result.times.total_ms());
   return result;
-}
-
-template <class... Classes>
-template <class T>
-DefragResult Heap<Classes...>::defrag(const DefragOptions& options) {
-  return defragment<T>(*this, options);
 }
 
 }  // namespace soaheap

@@ -6,7 +6,7 @@
 ///        returns the results of the runs it started.
 ///
 /// Policies:
-///  - manual: never (the program calls heap.defrag<T>() itself);
+///  - manual: never (the program calls soaheap::defragment<T>(heap) itself);
 ///  - every:  every m iterations (iteration > 0 and iteration % m == 0), each concrete class with
 ///            more than its k1 candidates;
 ///  - mass:   each concrete class whose candidate count reached k2·n/(n+1), with k2 an absolute
@@ -25,7 +25,7 @@
 /// n, k1 and the minimum compactions come per class from the configuration's overrides.
 
 #include <soaheap/core/heap.cuh>
-#include <soaheap/defrag/defrag_config.hpp>
+#include <soaheap/config/defrag_config.hpp>
 #include <soaheap/defrag/defragment.cuh>
 #include <soaheap/defrag/detail/logger.hpp>
 
@@ -127,7 +127,7 @@ class DefragPolicy {
         logger->info("defrag policy every:{} at iteration {}: defragmenting {} ({} candidates, n = {}, k1 = {})",
                      config_.every, iteration, name, candidates, options.factor, options.retained_candidates);
       }
-      results.push_back(heap.template defrag<C>(options));
+      results.push_back(soaheap::defragment<C>(heap, options));
     });
     if (results.empty())
       logger->debug("defrag policy {} at iteration {}: no class needed defragmentation", to_string(config_.policy),
@@ -233,7 +233,7 @@ class DefragPolicy {
       options.compaction = CompactionStrategy::plan;
       options.target = DefragTarget::minimum;
       const Clock::time_point run_start = Clock::now();
-      results.push_back(heap.template defrag<C>(options));
+      results.push_back(soaheap::defragment<C>(heap, options));
       const double cost = milliseconds_since(run_start);
       auto_.cost_ms[name] = cost;
       auto_.spent_ms += cost;

@@ -2,7 +2,7 @@
 /// @file array.cuh
 /// @brief `soaheap::array<T, N>`: a fixed-size array usable as a field type on host and device.
 
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 
 #include <type_traits>
 

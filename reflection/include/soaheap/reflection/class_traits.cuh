@@ -3,8 +3,8 @@
 /// @brief Compile-time metadata of managed classes: base, own and inherited fields, name, abstractness,
 ///        SOA array offsets inside a block, and "which fields can point at T".
 
-#include <soaheap/core/object_pointer.cuh>
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/object_pointer.cuh>
+#include <soaheap/base/portability.cuh>
 #include <soaheap/reflection/array.cuh>
 #include <soaheap/reflection/type_list.hpp>
 

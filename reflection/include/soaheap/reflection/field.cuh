@@ -4,8 +4,8 @@
 ///        the object's C++ layout but stores nothing there; it finds its value in the SOA array of its
 ///        block from the tagged object pointer it is reached through.
 
-#include <soaheap/core/object_pointer.cuh>
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/object_pointer.cuh>
+#include <soaheap/base/portability.cuh>
 #include <soaheap/reflection/class_traits.cuh>
 
 #include <type_traits>

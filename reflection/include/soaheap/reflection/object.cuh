@@ -20,7 +20,7 @@
 /// };
 /// ```
 
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 #include <soaheap/reflection/class_traits.cuh>
 
 #include <cstddef>

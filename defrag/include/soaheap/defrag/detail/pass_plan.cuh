@@ -11,7 +11,7 @@
 /// threads of the same source still need the original free slots to find their destination; the
 /// records rewrite strategy (paper §3.8) recomputes destinations from the same frozen bitmaps.
 
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 
 #include <cstdint>
 

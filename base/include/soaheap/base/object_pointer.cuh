@@ -8,7 +8,7 @@
 /// array for any subclass without a table lookup. The heap verifies at creation that its addresses
 /// fit into kAddressBits.
 
-#include <soaheap/core/portability.cuh>
+#include <soaheap/base/portability.cuh>
 
 #include <cstdint>
 

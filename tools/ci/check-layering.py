@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Fails when a library header includes a header of a higher layer (docs/architecture.md).
+
+Layers, bottom to top; a file may include its own module and any module of a lower rank:
+
+  0  base        portability layer, tagged-pointer encoding
+  0  config      the compiled configuration library (host C++ only; a separate bottom library)
+  1  reflection  field DSL, compile-time class queries
+  2  core        heap, blocks, bitmaps, allocation, parallel operations, statistics
+  3  defrag      compaction, policies
+  4  profiler    memory profiles
+  5  umbrella    soaheap/soaheap.cuh
+  6  compat      DynaSOAr source compatibility (builds on the umbrella header)
+
+Two modules of the same rank may not include each other. Programs (examples/, tools/, tests/) sit
+above everything and are not checked. Also checked: toml++ is included only by config/src, the one
+place compiled by the C++ compiler alone (nvcc cannot compile it).
+
+Usage: tools/ci/check-layering.py [repository root]   (exit status 1 on a violation)
+"""
+import pathlib
+import re
+import sys
+
+RANKS = {"base": 0, "config": 0, "reflection": 1, "core": 2, "defrag": 3, "profiler": 4, "umbrella": 5, "compat": 6}
+SOURCE_SUFFIXES = {".hpp", ".cuh", ".h", ".cpp", ".cu", ".inc"}
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
+MODULE_OF_INCLUDE = re.compile(r"^soaheap/([a-z_]+)/")
+
+
+def module_of_include(target):
+    """The module a `soaheap/...` include path names, or None for other libraries."""
+    if target == "soaheap/soaheap.cuh":
+        return "umbrella"
+    match = MODULE_OF_INCLUDE.match(target)
+    return match.group(1) if match else None
+
+
+def module_of_file(root, path):
+    """The module a library file belongs to, from where it lies in the repository."""
+    relative = path.relative_to(root).parts
+    if relative[-1] == "soaheap.cuh" and relative[-2] == "soaheap":
+        return "umbrella"
+    return relative[0]
+
+
+def main():
+    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[2]).resolve()
+    problems = []
+    files = 0
+    for module in RANKS:
+        if module == "umbrella":
+            continue
+        for path in sorted((root / module).rglob("*")):
+            if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
+                continue
+            files += 1
+            source_module = module_of_file(root, path)
+            text = path.read_text(encoding="utf-8")
+            for match in INCLUDE.finditer(text):
+                kind, target = match.groups()
+                line = text.count("\n", 0, match.start()) + 1
+                where = f"{path.relative_to(root)}:{line}"
+                if target.startswith("toml++/") and path.relative_to(root).parts[:2] != ("config", "src"):
+                    problems.append(f"{where}: includes <{target}>; only config/src may include toml++")
+                if kind == '"':
+                    resolved = (path.parent / target).resolve()
+                    if not resolved.is_relative_to(root):
+                        continue
+                    target_module = module_of_file(root, resolved)
+                    shown = str(resolved.relative_to(root))
+                else:
+                    target_module = module_of_include(target)
+                    shown = target
+                if target_module is None or target_module == source_module:
+                    continue
+                if target_module not in RANKS:
+                    problems.append(f"{where}: includes {shown} of unknown module '{target_module}'")
+                elif RANKS[target_module] >= RANKS[source_module]:
+                    problems.append(
+                        f"{where}: {source_module} (layer {RANKS[source_module]}) includes {shown} of "
+                        f"{target_module} (layer {RANKS[target_module]}); includes must run downward")
+    if files == 0:
+        problems.append(f"no library files found under {root}")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    print(f"check-layering: {files} files, {len(problems)} violation(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
