@@ -43,8 +43,8 @@ class Body : public soaheap::Object<Body> {
     acceleration_y = 0;
     mass = initial.mass;
     merge_target = nullptr;
-    merge_target_id = std::uint64_t{kNoBody};  // a copy: Field assignment binds a reference, which device code cannot take to a host constant
-    accepted_id = std::uint64_t{kNoBody};
+    merge_target_id = kNoBody;
+    accepted_id = kNoBody;
   }
 
   // ---- step 1: forces (device_do over all bodies) ----

@@ -74,6 +74,14 @@ class Counter : public soaheap::Object<Counter> {
   }
   SOAHEAP_HD void visit() { visits += 1; }
 
+  /// A class constant without a device definition (only its value may be used in device code) and
+  /// a field as the operand of another field's compound assignment.
+  static const std::uint64_t kBumpStep = 3;
+  SOAHEAP_HD void bump() {
+    visits += kBumpStep;
+    value -= visits;
+  }
+
   /// Visits, creates a new Counter (which the running parallel_do must not visit) and destroys
   /// itself when its value is a multiple of 3.
   template <class HeapView>

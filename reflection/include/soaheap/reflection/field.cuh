@@ -12,6 +12,12 @@
 
 namespace soaheap {
 
+/// @brief Whether @p T is a field proxy (soaheap::Field or a class derived from one).
+template <class T, class = void>
+struct is_field : std::false_type {};
+template <class T>
+struct is_field<T, std::void_t<typename T::soaheap_field_marker>> : std::true_type {};
+
 /// @brief Field number @p Index (0-based, among @p Owner's own fields) of managed class @p Owner.
 /// Used like a plain member: read, assign, compound assignment, `->` on pointers, `[]` on arrays.
 template <class Owner, int Index>
@@ -22,6 +28,7 @@ class Field {
 
  public:
   using value_type = type_at_t<own_field_types, Index>;
+  using soaheap_field_marker = void;  ///< see is_field
   static_assert(std::is_trivially_copyable_v<value_type>,
                 "soaheap field types must be trivially copyable (objects are moved by memcpy during defragmentation)");
 
@@ -43,7 +50,8 @@ class Field {
   SOAHEAP_HD value_type& get() const { return *address(); }
   SOAHEAP_HD operator value_type&() const { return *address(); }
 
-  SOAHEAP_HD Field& operator=(const value_type& value) {
+  /// By value, for the same reason as the compound assignments below.
+  SOAHEAP_HD Field& operator=(value_type value) {
     *address() = value;
     return *this;
   }
@@ -64,22 +72,29 @@ class Field {
     return (*address())[element];
   }
 
-  template <class V>
-  SOAHEAP_HD Field& operator+=(const V& value) { *address() += value; return *this; }
-  template <class V>
-  SOAHEAP_HD Field& operator-=(const V& value) { *address() -= value; return *this; }
-  template <class V>
-  SOAHEAP_HD Field& operator*=(const V& value) { *address() *= value; return *this; }
-  template <class V>
-  SOAHEAP_HD Field& operator/=(const V& value) { *address() /= value; return *this; }
-  template <class V>
-  SOAHEAP_HD Field& operator%=(const V& value) { *address() %= value; return *this; }
-  template <class V>
-  SOAHEAP_HD Field& operator&=(const V& value) { *address() &= value; return *this; }
-  template <class V>
-  SOAHEAP_HD Field& operator|=(const V& value) { *address() |= value; return *this; }
-  template <class V>
-  SOAHEAP_HD Field& operator^=(const V& value) { *address() ^= value; return *this; }
+  // Compound assignment takes plain operands by value: a reference could not bind to a host
+  // constant (`static const float kBoost`) used in device code. Another field is read through its
+  // own address (a Field cannot be copied).
+#define SOAHEAP_FIELD_COMPOUND_ASSIGNMENT(op)                                               \
+  template <class V, std::enable_if_t<!is_field<V>::value, int> = 0>                         \
+  SOAHEAP_HD Field& operator op(V value) {                                                   \
+    *address() op value;                                                                     \
+    return *this;                                                                            \
+  }                                                                                          \
+  template <class OtherOwner, int OtherIndex>                                                \
+  SOAHEAP_HD Field& operator op(const Field<OtherOwner, OtherIndex>& other) {                \
+    *address() op other.get();                                                               \
+    return *this;                                                                            \
+  }
+  SOAHEAP_FIELD_COMPOUND_ASSIGNMENT(+=)
+  SOAHEAP_FIELD_COMPOUND_ASSIGNMENT(-=)
+  SOAHEAP_FIELD_COMPOUND_ASSIGNMENT(*=)
+  SOAHEAP_FIELD_COMPOUND_ASSIGNMENT(/=)
+  SOAHEAP_FIELD_COMPOUND_ASSIGNMENT(%=)
+  SOAHEAP_FIELD_COMPOUND_ASSIGNMENT(&=)
+  SOAHEAP_FIELD_COMPOUND_ASSIGNMENT(|=)
+  SOAHEAP_FIELD_COMPOUND_ASSIGNMENT(^=)
+#undef SOAHEAP_FIELD_COMPOUND_ASSIGNMENT
   SOAHEAP_HD value_type& operator++() { return ++*address(); }
   SOAHEAP_HD value_type operator++(int) { return (*address())++; }
   SOAHEAP_HD value_type& operator--() { return --*address(); }

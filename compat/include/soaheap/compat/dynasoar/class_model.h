@@ -51,15 +51,6 @@ struct own_fields {
   using type = ::soaheap::fields<Types...>;
 };
 
-template <class Owner, int Index>
-std::true_type field_probe(const ::soaheap::Field<Owner, Index>*);
-std::false_type field_probe(...);
-
-/// True for soaheap's field proxies (and SoaField): objects that only stand for a value inside
-/// their owner and so must not be copied.
-template <class V>
-inline constexpr bool is_field_proxy_v = decltype(field_probe(static_cast<V*>(nullptr)))::value;
-
 /// The pointer bits of @p object, hidden from the optimizer: DynaSOAr programs call methods such as
 /// `cast<T>()` on null pointers (`agent_->cast<Fish>()` on an empty cell) and expect nullptr back,
 /// but compilers may assume `this != nullptr` and fold such a test away.
@@ -127,39 +118,22 @@ class SoaField : public ::soaheap::Field<Owner, Index> {
   /// `Cell(int id) : agent_(nullptr) {...}`
   SOAHEAP_HD explicit SoaField(value_type value) { *this->address() = value; }
 
-  // Values are taken by value, not by reference as soaheap's Field does: DynaSOAr programs use
-  // host `static const` constants in device code (`energy_ += kEngeryBoost;` in wa-tor), which
-  // nvcc accepts only when the constant's value is read, never when a reference binds to it.
-  SOAHEAP_HD SoaField& operator=(value_type value) {
-    *this->address() = value;
-    return *this;
-  }
+  // soaheap's Field takes plain operands by value and reads another field through its value, as
+  // DynaSOAr programs need (`energy_ += kEngeryBoost;` with a host `static const` in device code,
+  // `sugar_ -= metabolism_;` in sugarscape).
+  using Proxy::operator=;
+  using Proxy::operator+=;
+  using Proxy::operator-=;
+  using Proxy::operator*=;
+  using Proxy::operator/=;
+  using Proxy::operator%=;
+  using Proxy::operator&=;
+  using Proxy::operator|=;
+  using Proxy::operator^=;
   SOAHEAP_HD SoaField& operator=(const SoaField& other) {
     Proxy::operator=(other);
     return *this;
   }
-  // Compound assignment. Another field is read through its value: a field proxy must never be
-  // copied, since a copy is not inside the object (`sugar_ -= metabolism_;` in sugarscape).
-#define SOAHEAP_DYNASOAR_COMPOUND(op)                                                        \
-  template <class V, std::enable_if_t<!detail::is_field_proxy_v<V>, int> = 0>               \
-  SOAHEAP_HD SoaField& operator op(V value) {                                                \
-    *this->address() op value;                                                               \
-    return *this;                                                                            \
-  }                                                                                          \
-  template <class OtherOwner, int OtherIndex>                                                \
-  SOAHEAP_HD SoaField& operator op(const ::soaheap::Field<OtherOwner, OtherIndex>& other) { \
-    *this->address() op other.get();                                                         \
-    return *this;                                                                            \
-  }
-  SOAHEAP_DYNASOAR_COMPOUND(+=)
-  SOAHEAP_DYNASOAR_COMPOUND(-=)
-  SOAHEAP_DYNASOAR_COMPOUND(*=)
-  SOAHEAP_DYNASOAR_COMPOUND(/=)
-  SOAHEAP_DYNASOAR_COMPOUND(%=)
-  SOAHEAP_DYNASOAR_COMPOUND(&=)
-  SOAHEAP_DYNASOAR_COMPOUND(|=)
-  SOAHEAP_DYNASOAR_COMPOUND(^=)
-#undef SOAHEAP_DYNASOAR_COMPOUND
 
   SOAHEAP_HD value_type* operator&() { return this->address(); }
   SOAHEAP_HD const value_type* operator&() const { return this->address(); }
