@@ -170,9 +170,10 @@ class Heap {
 
   /// @brief Runs `Method` on every object of T and its subclasses that exists when the call starts.
   /// Objects created meanwhile are not visited; the method may destroy `this`.
-  /// Two kernels whatever the class count: one lists the blocks of every concrete subclass and takes
-  /// their iteration snapshots (so objects of one subclass created by the method of another are not
-  /// visited either), then one method kernel per subclass reads its block count on the device.
+  /// One enumeration kernel, whatever the class count, lists the blocks of every concrete subclass and
+  /// takes their iteration snapshots (so objects of one subclass created by the method of another are
+  /// not visited either); then one method kernel per concrete subclass reads its block count on the
+  /// device. Nothing is allocated, copied or waited for.
   template <class T, auto Method, class... Arguments>
   void parallel_do(const Arguments&... arguments) {
     const OperationGuard guard(*this, "parallel_do");
