@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The CUDA test suites and compute-sanitizer (memcheck, racecheck) over them, on a GPU machine.
-# Usage: tools/gpu/suites.sh BIN_DIR LOG [suite...]   (default suites: heap_cuda_test defrag_cuda_test)
+# Usage: tools/gpu/suites.sh BIN_DIR LOG [suite...]   (default: every *_cuda_test in BIN_DIR)
 # Appends to LOG; prints one summary line per run.
 bin="$1"; log="$2"; shift 2
-suites=("$@"); [ ${#suites[@]} -eq 0 ] && suites=(heap_cuda_test defrag_cuda_test)
+suites=("$@")
+if [ ${#suites[@]} -eq 0 ]; then
+  for path in "$bin"/*_cuda_test; do [ -x "$path" ] && suites+=("$(basename "$path")"); done
+fi
 summary() { echo "$1: exit $2" | tee -a "$log.summary"; }
 for suite in "${suites[@]}"; do
   [ -x "$bin/$suite" ] || { summary "$suite missing" 127; continue; }
