@@ -57,11 +57,13 @@ ArgumentPack<Head, Tail...> make_argument_pack(const Head& head, const Tail&... 
 }
 
 /// Adds @p value to @p counter and returns the old value plus the values of lower-ranked lanes that
-/// call it at the same time: one atomic per warp instead of one per thread.
+/// add to the same counter at the same time: one atomic per warp and counter instead of one per
+/// thread. Lanes of one warp may name different counters (enumeration targets, defrag windows), so
+/// the lanes are first grouped by counter.
 SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std::uint64_t value) {
 #if SOAHEAP_DEVICE_CODE
   namespace cg = cooperative_groups;
-  const cg::coalesced_group group = cg::coalesced_threads();
+  const cg::coalesced_group group = cg::labeled_partition(cg::coalesced_threads(), counter);
   const std::uint64_t before_me = cg::exclusive_scan(group, value);
   const std::uint64_t total = group.shfl(before_me + value, group.size() - 1);
   std::uint64_t base = 0;
