@@ -236,6 +236,9 @@ class AppRun {
     iterations_done_ = std::max(iterations_done_, iteration + 1);
     if (profiler_ && (iteration + 1) % profiler_->sampling_interval() == 0)
       profiler_->sample_stats(heap_.stats(), iteration + 1);
+    // Operations run asynchronously: let the iteration's kernels finish first, so that the time
+    // charged to defragmentation is the policy's own (it waits for the GPU anyway when it looks).
+    if (policy_->config().policy != soaheap::DefragPolicyKind::manual) heap_.synchronize();
     const auto defrag_start = std::chrono::steady_clock::now();
     // The policy counts completed iterations, as the profile does: every:M fires after M, 2M, ...
     const std::vector<soaheap::DefragResult> results = policy_->maybe_defrag(heap_, iteration + 1);
