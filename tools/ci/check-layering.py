@@ -9,7 +9,7 @@ Layers, bottom to top; a file may include its own module and any module of a low
   2  core        heap, blocks, bitmaps, allocation, parallel operations, statistics
   3  defrag      compaction, policies
   4  profiler    memory profiles
-  5  umbrella    soaheap/soaheap.cuh
+  5  umbrella    soaheap/soaheap.cuh, the header applications include
   6  compat      DynaSOAr source compatibility (builds on the umbrella header)
 
 Two modules of the same rank may not include each other. Programs (examples/, tools/, tests/) sit
@@ -37,11 +37,8 @@ def module_of_include(target):
 
 
 def module_of_file(root, path):
-    """The module a library file belongs to, from where it lies in the repository."""
-    relative = path.relative_to(root).parts
-    if relative[-1] == "soaheap.cuh" and relative[-2] == "soaheap":
-        return "umbrella"
-    return relative[0]
+    """The module a library file belongs to: the top folder it lies in."""
+    return path.relative_to(root).parts[0]
 
 
 def main():
@@ -49,8 +46,6 @@ def main():
     problems = []
     files = 0
     for module in RANKS:
-        if module == "umbrella":
-            continue
         for path in sorted((root / module).rglob("*")):
             if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
                 continue

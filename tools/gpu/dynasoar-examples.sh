@@ -33,12 +33,12 @@ mkdir -p "$bin"
 src="$(cd "$src" && pwd)"
 status=0
 
-# The include path of soaheap's library target (every module folder that exists) with the shim first;
+# The include path of soaheap's library target (every module's include folder) with the shim first;
 # then DynaSOAr's own example flags: their configuration folder for allocator_config.h and the
 # checkout root (their build uses -I.), C++17 instead of their C++11 (soaheap needs it).
 includes="-I$repo/compat/shim"
-for module in base config core reflection defrag compat; do
-  [ -d "$repo/$module/include" ] && includes="$includes -I$repo/$module/include"
+for module_include in "$repo"/*/include; do
+  includes="$includes -I$module_include"
 done
 flags="-std=c++17 -arch=sm_90 --extended-lambda --expt-relaxed-constexpr -lineinfo -maxrregcount=64 $includes"
 flags="$flags -I$src/example/configuration/dynasoar -I$src ${EXTRA_FLAGS:-}"

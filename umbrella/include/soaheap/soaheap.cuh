@@ -2,8 +2,8 @@
 /// @file soaheap.cuh
 /// @brief The umbrella header: everything an application needs, from every layer (see
 ///        docs/architecture.md): base, reflection, core, defrag (defragment, policies and their
-///        configuration structs) and the profiler. It sits above all modules, so it is the one
-///        header of core/include that may include a higher layer.
+///        configuration structs) and the profiler. It is a module of its own (umbrella/), above
+///        every other module but compat, which builds on it.
 
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/errors.hpp>
