@@ -167,6 +167,7 @@ inline constexpr integer_range retained_candidates_range{0, LLONG_MAX};
 inline constexpr integer_range min_compactions_range{1, LLONG_MAX};
 inline constexpr integer_range every_range{1, LLONG_MAX};
 inline constexpr integer_range mass_count_range{1, LLONG_MAX};
+inline constexpr integer_range locality_window_range{0, LLONG_MAX};  // blocks; 0 = off
 inline constexpr double max_mass_percent = 100.0;
 
 // Keys of the file schema.
@@ -178,6 +179,7 @@ inline constexpr std::string_view min_compactions_key = "min_compactions";
 inline constexpr std::string_view every_key = "every";
 inline constexpr std::string_view mass_threshold_key = "mass_threshold";
 inline constexpr std::string_view auto_budget_key = "auto_budget";
+inline constexpr std::string_view locality_window_key = "locality_window";
 inline constexpr std::string_view classes_key = "classes";
 
 inline const std::vector<std::string_view>& top_level_keys() {
@@ -187,11 +189,12 @@ inline const std::vector<std::string_view>& top_level_keys() {
 inline const std::vector<std::string_view>& defrag_table_keys() {
   static const std::vector<std::string_view> keys{
       policy_key,         factor_key,      retained_candidates_key, min_compactions_key, every_key,
-      mass_threshold_key, auto_budget_key, classes_key};
+      mass_threshold_key, auto_budget_key, locality_window_key,     classes_key};
   return keys;
 }
 inline const std::vector<std::string_view>& class_table_keys() {
-  static const std::vector<std::string_view> keys{factor_key, retained_candidates_key, min_compactions_key};
+  static const std::vector<std::string_view> keys{factor_key, retained_candidates_key, min_compactions_key,
+                                                  locality_window_key};
   return keys;
 }
 

@@ -188,9 +188,12 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
   if (auto every = environment.integer(defrag_env::every, detail::every_range)) config.every = *every;
   if (auto threshold = environment.mass_threshold(defrag_env::mass_threshold)) config.mass_threshold = *threshold;
   if (auto budget = environment.auto_budget(defrag_env::auto_budget)) config.auto_budget = *budget;
+  if (auto window = environment.integer(defrag_env::locality_window, detail::locality_window_range)) {
+    config.locality_window = *window;
+  }
 
   for (const char* prefix : {defrag_env::class_factor_prefix, defrag_env::class_retained_candidates_prefix,
-                             defrag_env::class_min_compactions_prefix}) {
+                             defrag_env::class_min_compactions_prefix, defrag_env::class_locality_window_prefix}) {
     detail::reject_ambiguous_class_variable(environment, prefix, classes);
   }
 
@@ -208,6 +211,10 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
     if (auto minimum =
             environment.integer(defrag_env::class_min_compactions_prefix + suffix, detail::min_compactions_range)) {
       config.classes[info.name].min_compactions = *minimum;
+    }
+    if (auto window =
+            environment.integer(defrag_env::class_locality_window_prefix + suffix, detail::locality_window_range)) {
+      config.classes[info.name].locality_window = *window;
     }
 
     const auto settings = config.classes.find(info.name);
@@ -237,6 +244,7 @@ void validate(const DefragConfig& config, const std::vector<ClassInfo>& classes)
   check_range(key(retained_candidates_key), config.retained_candidates, retained_candidates_range);
   check_range(key(min_compactions_key), config.min_compactions, min_compactions_range);
   if (config.every != 0) check_range(key(every_key), config.every, every_range);  // 0 means "not set"
+  check_range(key(locality_window_key), config.locality_window, locality_window_range);
   if (std::string problem = mass_threshold_problem(config.mass_threshold); !problem.empty()) {
     throw_bad_value({{}, key(mass_threshold_key)}, show_mass_threshold(config.mass_threshold), problem);
   }
@@ -270,6 +278,9 @@ void validate(const DefragConfig& config, const std::vector<ClassInfo>& classes)
     }
     if (settings.min_compactions) {
       check_range(append_key(class_path, min_compactions_key), *settings.min_compactions, min_compactions_range);
+    }
+    if (settings.locality_window) {
+      check_range(append_key(class_path, locality_window_key), *settings.locality_window, locality_window_range);
     }
   }
 

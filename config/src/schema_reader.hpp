@@ -203,6 +203,8 @@ class schema_reader {
         config_.mass_threshold = read_mass_threshold(value, path);
       } else if (key == auto_budget_key) {
         config_.auto_budget = read_auto_budget(value, path);
+      } else if (key == locality_window_key) {
+        config_.locality_window = read_integer(value, path, locality_window_range);
       } else if (key == classes_key) {
         read_classes_table(value, path);
       } else {
@@ -232,6 +234,8 @@ class schema_reader {
           settings.retained_candidates = read_integer(value, path, retained_candidates_range);
         } else if (key == min_compactions_key) {
           settings.min_compactions = read_integer(value, path, min_compactions_range);
+        } else if (key == locality_window_key) {
+          settings.locality_window = read_integer(value, path, locality_window_range);
         } else {
           reject_unknown_key(key, key_position, class_path, class_table_keys());
         }

@@ -76,6 +76,8 @@ TEST_P(BackendTest, TomlFileConfiguresThePolicyOfAHeap) {
   EXPECT_EQ(config.retained_candidates_for("Fish"), 8);
   EXPECT_EQ(config.min_compactions_for("Shark"), 2);
   EXPECT_TRUE(config.mass_threshold.is_percent);
+  EXPECT_EQ(config.locality_window_for("Fish"), 4096);  // windows wider than this heap: the whole class
+  EXPECT_EQ(config.locality_window_for("Shark"), 0);
 
   heap.parallel_new<Fish>(300);
   heap.parallel_new<Shark>(50);

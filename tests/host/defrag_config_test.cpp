@@ -88,6 +88,7 @@ void expect_same(const DefragConfig& actual, const DefragConfig& expected) {
   EXPECT_EQ(actual.every, expected.every);
   EXPECT_DOUBLE_EQ(actual.mass_threshold.value, expected.mass_threshold.value);
   EXPECT_EQ(actual.mass_threshold.is_percent, expected.mass_threshold.is_percent);
+  EXPECT_EQ(actual.locality_window, expected.locality_window);
   ASSERT_EQ(actual.classes.size(), expected.classes.size());
   for (const auto& [name, settings] : expected.classes) {
     const auto found = actual.classes.find(name);
@@ -95,6 +96,7 @@ void expect_same(const DefragConfig& actual, const DefragConfig& expected) {
     EXPECT_EQ(found->second.factor, settings.factor) << name;
     EXPECT_EQ(found->second.retained_candidates, settings.retained_candidates) << name;
     EXPECT_EQ(found->second.min_compactions, settings.min_compactions) << name;
+    EXPECT_EQ(found->second.locality_window, settings.locality_window) << name;
   }
 }
 
@@ -106,9 +108,11 @@ DefragConfig expected_valid_fixture() {
   config.min_compactions = 4;
   config.every = 50;
   config.mass_threshold = {2.5, true};
+  config.locality_window = 4096;
   config.classes["Fish"].factor = 3;
   config.classes["Fish"].retained_candidates = 8;
   config.classes["Shark"].min_compactions = 2;
+  config.classes["Shark"].locality_window = 0;
   return config;
 }
 
@@ -219,7 +223,9 @@ TEST(DefragConfigEnvironment, OverridesBeatTheFile) {
                                      {"SOAHEAP_DEFRAG_MASS_THRESHOLD", "1234"},
                                      {"SOAHEAP_DEFRAG_FACTOR_FISH", "7"},
                                      {"SOAHEAP_DEFRAG_RETAINED_SHARK", "4"},
-                                     {"SOAHEAP_DEFRAG_MIN_COMPACTIONS_CELL", "9"}};
+                                     {"SOAHEAP_DEFRAG_MIN_COMPACTIONS_CELL", "9"},
+                                     {"SOAHEAP_DEFRAG_LOCALITY_WINDOW", "256"},
+                                     {"SOAHEAP_DEFRAG_LOCALITY_WINDOW_FISH", "64"}};
   const DefragConfig config =
       soaheap::load_defrag_config(data_path("defrag_valid.toml"), heap_classes, environment.getenv());
 
@@ -235,6 +241,10 @@ TEST(DefragConfigEnvironment, OverridesBeatTheFile) {
   EXPECT_EQ(config.retained_candidates_for("Shark"), 4);
   EXPECT_EQ(config.min_compactions_for("Cell"), 9);
   EXPECT_EQ(config.factor_for("Cell"), 5);
+  EXPECT_EQ(config.locality_window, 256);
+  EXPECT_EQ(config.locality_window_for("Fish"), 64);
+  EXPECT_EQ(config.locality_window_for("Shark"), 0);  // the file's own 0 beats the global value
+  EXPECT_EQ(config.locality_window_for("Cell"), 256);
 }
 
 TEST(DefragConfigEnvironment, UnsetVariablesKeepTheFileValues) {
@@ -266,9 +276,11 @@ TEST(DefragConfigEnvironment, InvalidNumbersNameVariableAndValue) {
                                                    "SOAHEAP_DEFRAG_RETAINED",
                                                    "SOAHEAP_DEFRAG_MIN_COMPACTIONS",
                                                    "SOAHEAP_DEFRAG_EVERY",
+                                                   "SOAHEAP_DEFRAG_LOCALITY_WINDOW",
                                                    "SOAHEAP_DEFRAG_FACTOR_FISH",
                                                    "SOAHEAP_DEFRAG_RETAINED_FISH",
-                                                   "SOAHEAP_DEFRAG_MIN_COMPACTIONS_FISH"};
+                                                   "SOAHEAP_DEFRAG_MIN_COMPACTIONS_FISH",
+                                                   "SOAHEAP_DEFRAG_LOCALITY_WINDOW_FISH"};
   for (const std::string& variable : integer_variables) {
     for (const std::string bad : {"3x", "", " 3", "+3", "2.0", "-1", "99999999999999999999"}) {
       SCOPED_TRACE(variable + "=" + bad);
@@ -345,10 +357,12 @@ TEST(DefragConfigErrors, UnknownKeysAreNamedWithTheAllowedOnes) {
   EXPECT_TRUE(
       throws_config_error([] { from_toml("[defrag]\nfactr = 2\n"); },
                           {"<string>:2:1", "defrag.factr", "unknown key",
-                           "policy, factor, retained_candidates, min_compactions, every, mass_threshold, auto_budget, classes"}));
+                           "policy, factor, retained_candidates, min_compactions, every, mass_threshold, auto_budget, "
+                           "locality_window, classes"}));
   EXPECT_TRUE(throws_config_error([] { from_toml("[defrag.classes.Fish]\nevery = 2\n"); },
                                   {"defrag.classes.Fish.every", "unknown key",
-                                   "allowed in defrag.classes.Fish: factor, retained_candidates, min_compactions"}));
+                                   "allowed in defrag.classes.Fish: factor, retained_candidates, min_compactions, "
+                                   "locality_window"}));
   EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"k1": 16}})"); }, {"defrag.k1", "unknown key"}));
   EXPECT_TRUE(throws_config_error([] { from_json(R"({"version": 1})"); }, {"version", "unknown key"}));
 }
@@ -634,6 +648,63 @@ TEST(DefragConfigAuto, BadBudgetsNameTheValue) {
       {"SOAHEAP_DEFRAG_AUTO_BUDGET", "-1"}));
   config.auto_budget = 2.0;
   EXPECT_TRUE(throws_config_error([&] { soaheap::validate(config, heap_classes); }, {"defrag.auto_budget"}));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Locality window (blocks per window of the plan strategy; 0 = off)
+
+namespace {
+
+TEST(DefragConfigLocality, WindowFromTomlJsonAndEnvironment) {
+  EXPECT_EQ(DefragConfig{}.locality_window, 0) << "off by default";
+  const DefragConfig toml = from_toml("[defrag]\nlocality_window = 4096\n[defrag.classes.Shark]\nlocality_window = 64\n");
+  EXPECT_EQ(toml.locality_window, 4096);
+  EXPECT_EQ(toml.locality_window_for("Fish"), 4096);
+  EXPECT_EQ(toml.locality_window_for("Shark"), 64);
+  const DefragConfig json = from_json(R"({"defrag": {"locality_window": 512, "classes": {"Fish": {"locality_window": 0}}}})");
+  EXPECT_EQ(json.locality_window, 512);
+  EXPECT_EQ(json.locality_window_for("Fish"), 0);
+  EXPECT_EQ(json.locality_window_for("Cell"), 512);
+  EXPECT_NO_THROW(soaheap::validate(json, heap_classes));
+
+  const fake_environment environment{{"SOAHEAP_DEFRAG_LOCALITY_WINDOW", "1024"},
+                                     {"SOAHEAP_DEFRAG_LOCALITY_WINDOW_CELL", "128"}};
+  const DefragConfig config = soaheap::load_defrag_config(std::nullopt, heap_classes, environment.getenv());
+  EXPECT_EQ(config.locality_window, 1024);
+  EXPECT_EQ(config.locality_window_for("Cell"), 128);
+  EXPECT_EQ(config.locality_window_for("Shark"), 1024);
+  // A policy spec changes only the policy: the window stays.
+  DefragConfig with_spec = config;
+  soaheap::apply_policy_spec(with_spec, "auto");
+  EXPECT_EQ(with_spec.locality_window, 1024);
+}
+
+TEST(DefragConfigLocality, BadWindowsNameKeyAndValue) {
+  EXPECT_TRUE(throws_config_error([] { from_toml("defrag.locality_window = -1"); },
+                                  {"<string>:1:26", "defrag.locality_window = -1", "at least 0"}));
+  EXPECT_TRUE(throws_config_error([] { from_toml("defrag.locality_window = 64.0"); },
+                                  {"defrag.locality_window = 64.0", "expected an integer"}));
+  EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"locality_window": "4096"}})"); },
+                                  {"defrag.locality_window = \"4096\"", "expected an integer, got a string"}));
+  EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"classes": {"Fish": {"locality_window": -64}}}})"); },
+                                  {"defrag.classes.Fish.locality_window = -64", "at least 0"}));
+  for (const std::string bad : {"-1", "4k", "", "1e3"}) {
+    SCOPED_TRACE(bad);
+    const fake_environment environment{{"SOAHEAP_DEFRAG_LOCALITY_WINDOW", bad}};
+    EXPECT_TRUE(throws_config_error(
+        [&] { soaheap::load_defrag_config(std::nullopt, heap_classes, environment.getenv()); },
+        {"environment", "SOAHEAP_DEFRAG_LOCALITY_WINDOW = \"" + bad + "\""}));
+  }
+  DefragConfig config;
+  config.locality_window = -5;
+  EXPECT_TRUE(throws_config_error([&] { soaheap::validate(config, heap_classes); },
+                                  {"defrag.locality_window = -5", "at least 0"}));
+  config.locality_window = 0;
+  config.classes["Shark"].locality_window = -2;
+  EXPECT_TRUE(throws_config_error([&] { soaheap::validate(config, heap_classes); },
+                                  {"defrag.classes.Shark.locality_window = -2", "at least 0"}));
 }
 
 }  // namespace

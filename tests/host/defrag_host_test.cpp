@@ -151,6 +151,48 @@ TEST_P(DefragTest, PolicyAutoCompactsToTheMinimumWithinItsBudget) {
   EXPECT_GT(frugal.auto_spent_ms(), config.auto_budget * frugal.auto_elapsed_ms());
 }
 
+TEST_P(DefragTest, PolicyRunsKeepObjectsInTheConfiguredLocalityWindow) {
+  if (compaction() != soaheap::CompactionStrategy::plan) GTEST_SKIP() << "the policies always use the plan strategy";
+  constexpr long long kWindow = 64;  // blocks
+  // The window comes per class for `every` and globally for `auto` (whose runs use target minimum).
+  soaheap::DefragConfig every;
+  every.policy = soaheap::DefragPolicyKind::every;
+  every.every = 1;
+  every.factor = 3;
+  for (const char* name : {"Atom", "Ion", "Molecule"}) every.classes[name].locality_window = kWindow;
+  soaheap::DefragConfig automatic;
+  automatic.policy = soaheap::DefragPolicyKind::automatic;
+  automatic.auto_budget = 1.0;
+  automatic.locality_window = kWindow;
+  for (const soaheap::DefragConfig& config : {every, automatic}) {
+    SCOPED_TRACE(std::string("policy ") + std::string(soaheap::to_string(config.policy)));
+    GraphSpec spec;
+    spec.atoms = 12000;
+    spec.ions = 2000;
+    spec.molecules = 3000;
+    spec.seed = 909;
+    spec.delete_percent = 55;
+    DefragHeap heap(heap_options(4 * spec.size()));
+    TestBuffer<Entity*> objects(backend(), spec.size());
+    build_fragmented(heap, objects, spec);
+    ASSERT_GT(heap.block_count(), 2 * static_cast<std::uint64_t>(kWindow)) << "the test needs several windows";
+    TestBuffer<Entity*> before(backend(), spec.size());
+    TestBuffer<Entity*> after(backend(), spec.size());
+    heap.parallel_do<Entity, &Entity::collect>(before.data());
+    soaheap::DefragPolicy policy(config);
+    EXPECT_TRUE(policy.maybe_defrag(heap, 0).empty());  // every: iteration 0 never runs; auto: starts its clock
+    const std::vector<soaheap::DefragResult> results = policy.maybe_defrag(heap, 1);
+    ASSERT_FALSE(results.empty());
+    std::uint64_t reported = 0;
+    for (const soaheap::DefragResult& result : results) reported += result.objects_moved;
+    heap.parallel_do<Entity, &Entity::collect>(after.data());
+    EXPECT_GT(reported, 0u);
+    EXPECT_EQ(expect_moves_within_windows(heap, before.to_host(), after.to_host(), kWindow), reported);
+    expect_graphs(dump_graph(heap, spec.size()), {spec});
+    heap.validate(soaheap::Validation::full);
+  }
+}
+
 TEST_P(DefragTest, PolicyNeedsItsParameter) {
   soaheap::DefragConfig every;
   every.policy = soaheap::DefragPolicyKind::every;

@@ -54,6 +54,8 @@ struct DefragClassSettings {
   std::optional<long long> retained_candidates;
   /// Fewest source blocks a pass must have to be worth launching. >= 1.
   std::optional<long long> min_compactions;
+  /// Locality window for this class, in blocks (see DefragConfig::locality_window). >= 0.
+  std::optional<long long> locality_window;
 };
 
 /// @brief k2, the candidate count that triggers the `mass` policy.
@@ -86,6 +88,10 @@ struct DefragConfig {
   MassThreshold mass_threshold{};                      ///< k2, required when policy == mass
   long long every = 0;                                 ///< m, required (> 0) when policy == every
   double auto_budget = 0.02;                           ///< policy auto: most share of the runtime spent defragmenting
+  /// Locality-preserving placement: 0 (default) compacts each class as a whole; W > 0 compacts each
+  /// window of W consecutive block ids on its own, so a moved object stays near its old address
+  /// (DefragOptions::locality_window; the plan compaction strategy, which the policies use).
+  long long locality_window = 0;
   std::map<std::string, DefragClassSettings> classes;  ///< per-class overrides by class name
 
   /// @brief n for @p class_name: its override, else the global factor.
@@ -103,6 +109,11 @@ struct DefragConfig {
   long long min_compactions_for(const std::string& class_name) const {
     const DefragClassSettings* settings = settings_for(class_name);
     return settings && settings->min_compactions ? *settings->min_compactions : min_compactions;
+  }
+  /// @brief Locality window (blocks) for @p class_name: its override, else the global value.
+  long long locality_window_for(const std::string& class_name) const {
+    const DefragClassSettings* settings = settings_for(class_name);
+    return settings && settings->locality_window ? *settings->locality_window : locality_window;
   }
 
  private:
@@ -149,11 +160,13 @@ inline constexpr const char min_compactions[] = "SOAHEAP_DEFRAG_MIN_COMPACTIONS"
 inline constexpr const char every[] = "SOAHEAP_DEFRAG_EVERY";
 inline constexpr const char mass_threshold[] = "SOAHEAP_DEFRAG_MASS_THRESHOLD";
 inline constexpr const char auto_budget[] = "SOAHEAP_DEFRAG_AUTO_BUDGET";
+inline constexpr const char locality_window[] = "SOAHEAP_DEFRAG_LOCALITY_WINDOW";
 /// Per-class variables are these prefixes followed by the class name in upper
 /// case, with every character other than A-Z and 0-9 replaced by '_'.
 inline constexpr const char class_factor_prefix[] = "SOAHEAP_DEFRAG_FACTOR_";
 inline constexpr const char class_retained_candidates_prefix[] = "SOAHEAP_DEFRAG_RETAINED_";
 inline constexpr const char class_min_compactions_prefix[] = "SOAHEAP_DEFRAG_MIN_COMPACTIONS_";
+inline constexpr const char class_locality_window_prefix[] = "SOAHEAP_DEFRAG_LOCALITY_WINDOW_";
 }  // namespace defrag_env
 
 // ===========================================================================
@@ -199,7 +212,8 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
 /// Rejects: n < 1; an effective n that is not below a class's capacity (the
 /// global n is checked against every class that uses it; a class of capacity
 /// 1 cannot be defragmented and is only an error when given its own factor);
-/// negative or zero counts where they are meaningless; per-class settings for
+/// negative or zero counts where they are meaningless (a negative locality
+/// window included); per-class settings for
 /// unknown classes; policy `every` without m >= 1; policy `mass` without k2;
 /// a percentage k2 outside (0, 100].
 /// @throw config_error naming the first offending key and value.

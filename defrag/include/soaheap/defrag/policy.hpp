@@ -22,7 +22,8 @@
 ///            that frees at least 1/kAutoMinimumGain of the class's blocks and the last measured cost
 ///            of doing it for that class still fits into what the budget allowed when the look
 ///            started (a class never compacted before counts as free, so each class gets a first run).
-/// n, k1 and the minimum compactions come per class from the configuration's overrides.
+/// n, k1, the minimum compactions and the locality window come per class from the configuration's
+/// overrides; every run uses the plan compaction strategy.
 
 #include <soaheap/core/heap.cuh>
 #include <soaheap/config/defrag_config.hpp>
@@ -31,6 +32,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -105,10 +107,7 @@ class DefragPolicy {
       using C = detail::tag_type_t<decltype(tag)>;
       const std::string name = C::kName;
       const auto candidates = static_cast<long long>(stats.classes[HeapType::template class_id<C>].candidate_blocks);
-      DefragOptions options;
-      options.factor = config_.factor_for(name);
-      options.retained_candidates = config_.retained_candidates_for(name);
-      options.min_compactions = config_.min_compactions_for(name);
+      const DefragOptions options = options_for(name);
       if (config_.policy == DefragPolicyKind::mass) {
         const long long threshold = scaled_mass_threshold(k2, options.factor);
         if (candidates < threshold) {
@@ -168,6 +167,18 @@ class DefragPolicy {
   /// Most iterations between two looks that found nothing worth compacting.
   static constexpr long long kAutoMaxLookInterval = 64;
 
+  /// The options of a run for class @p class_name: its n, k1, minimum compactions and locality
+  /// window from the configuration, with the plan strategy (the only one that keeps windows).
+  DefragOptions options_for(const std::string& class_name) const {
+    DefragOptions options;
+    options.factor = config_.factor_for(class_name);
+    options.retained_candidates = config_.retained_candidates_for(class_name);
+    options.min_compactions = config_.min_compactions_for(class_name);
+    options.compaction = CompactionStrategy::plan;
+    options.locality_window = static_cast<std::uint64_t>(config_.locality_window_for(class_name));
+    return options;
+  }
+
   /// The cheapest run the policy knows of (0 while some class has never run: it might be cheap).
   template <class HeapType>
   double cheapest_known_run_ms(const HeapType& heap) const {
@@ -226,11 +237,7 @@ class DefragPolicy {
         return;
       }
       allowance_ms -= expected_ms;
-      DefragOptions options;
-      options.factor = config_.factor_for(name);
-      options.retained_candidates = config_.retained_candidates_for(name);
-      options.min_compactions = config_.min_compactions_for(name);
-      options.compaction = CompactionStrategy::plan;
+      DefragOptions options = options_for(name);
       options.target = DefragTarget::minimum;
       const Clock::time_point run_start = Clock::now();
       results.push_back(soaheap::defragment<C>(heap, options));
