@@ -1,7 +1,7 @@
 #pragma once
 /// @file app.cuh
 /// @brief What every example application shares: the common command-line options (size,
-///        iterations, seed, backend, defragmentation policy and factor, configuration file,
+///        iterations, seed, backend, defragmentation policy, factor and locality window, configuration file,
 ///        profile file) and `AppRun`, the per-run bookkeeping (profiler samples, defragmentation
 ///        policy, peak memory, timings) that ends in the one JSON result line an application prints.
 ///
@@ -54,6 +54,8 @@ struct AppOptions {
   soaheap::Backend backend = soaheap::Backend::host;
   std::string defrag_policy;     ///< none|every:M|mass:K2|mass:K2%; empty = the configuration's policy
   int defrag_factor = 0;         ///< n; 0 = configuration / default
+  /// Blocks per locality window of the policy's runs (0 = off); unset = the configuration's
+  std::optional<long long> defrag_locality_window;
   std::string config_file;       ///< defragmentation configuration (.toml or .json)
   std::string profile_file;      ///< soaheap-profile output; empty = no profile
   int profile_interval = 1;      ///< record one profile sample every this many iterations
@@ -77,18 +79,21 @@ inline CLI::Option* add_backend_option(CLI::App& cli, std::string& backend_name)
       ->check(CLI::IsMember({"host", "cuda"}));
 }
 
-/// @brief A CLI11 check for counts that must be positive, whose message names the value
+/// @brief A CLI11 check for whole numbers of at least @p minimum, whose message names the value
 ///        ("must be at least 1, got 0") rather than a floating-point range.
-inline CLI::Validator at_least_one() {
+inline CLI::Validator at_least(long long minimum) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [minimum](std::string& text) -> std::string {
         long long value = 0;
         if (!CLI::detail::lexical_cast(text, value)) return "expected a whole number, got \"" + text + "\"";
-        if (value < 1) return "must be at least 1, got " + text;
+        if (value < minimum) return "must be at least " + std::to_string(minimum) + ", got " + text;
         return {};
       },
-      "INT>=1");
+      "INT>=" + std::to_string(minimum));
 }
+
+/// @brief at_least(1): for counts that must be positive.
+inline CLI::Validator at_least_one() { return at_least(1); }
 
 /// @brief Adds the common options to a CLI11 app; `finalize()` after parsing resolves the
 ///        backend-dependent defaults.
@@ -115,6 +120,12 @@ class CommonOptions {
                    "Defragmentation factor n (merge n+1 blocks into n); overrides the configuration's global "
                    "factor (default: configuration, else 1)")
         ->check(at_least_one());
+    locality_window_option_ =
+        cli.add_option("--defrag-locality-window", locality_window_,
+                       "Blocks per locality window: the policy's runs move objects only within windows of this "
+                       "many consecutive blocks, so they stay near their old addresses; 0 = off (default: "
+                       "configuration, else 0)")
+            ->check(at_least(0));
     cli.add_option("--config", config_file_,
                    "Defragmentation configuration file (.toml or .json, see docs/defrag-config.md); "
                    "SOAHEAP_DEFRAG_* environment variables override it")
@@ -137,6 +148,7 @@ class CommonOptions {
     options.seed = seed_;
     options.defrag_policy = defrag_policy_;
     options.defrag_factor = defrag_factor_;
+    if (locality_window_option_->count() > 0) options.defrag_locality_window = locality_window_;
     options.config_file = config_file_;
     options.profile_file = profile_file_;
     options.profile_interval = profile_interval_;
@@ -153,6 +165,8 @@ class CommonOptions {
   std::string backend_name_;
   std::string defrag_policy_;
   int defrag_factor_ = 0;
+  CLI::Option* locality_window_option_ = nullptr;
+  long long locality_window_ = 0;
   std::string config_file_;
   std::string profile_file_;
   int profile_interval_ = 1;
@@ -191,9 +205,10 @@ inline std::string policy_description(const soaheap::DefragConfig& config) {
 /// @brief Per-run bookkeeping of an application: create it right after the heap, call
 ///        `after_iteration(i)` at the end of every iteration and `finish(...)` once at the end.
 ///
-/// Loads the defragmentation configuration (file, environment, then --defrag-policy and
-/// --defrag-factor), sets the heap's factors, runs the policy after each iteration, tracks the
-/// peak number of allocated blocks, writes the profile (when asked) and times the run.
+/// Loads the defragmentation configuration (file, environment, then --defrag-policy,
+/// --defrag-factor and --defrag-locality-window), sets the heap's factors, runs the policy after
+/// each iteration, tracks the peak number of allocated blocks, writes the profile (when asked) and
+/// times the run.
 /// @throw soaheap::config_error for an invalid configuration, policy spec or factor
 template <class Heap>
 class AppRun {
@@ -206,6 +221,7 @@ class AppRun {
                                     classes);
     if (!options.defrag_policy.empty()) soaheap::apply_policy_spec(config, options.defrag_policy);
     if (options.defrag_factor != 0) config.factor = options.defrag_factor;
+    if (options.defrag_locality_window) config.locality_window = *options.defrag_locality_window;
     soaheap::validate(config, classes);
     for (const soaheap::ClassInfo& info : classes) {
       if (info.capacity < 2) continue;  // a one-slot block is always full: nothing to merge
@@ -213,6 +229,7 @@ class AppRun {
     }
     config_summary_ = {{"defrag_policy", detail::policy_description(config)},
                        {"defrag_factor", config.factor},
+                       {"defrag_locality_window", config.locality_window},
                        {"retained_candidates", config.retained_candidates},
                        {"size", options.size},
                        {"iterations", options.iterations},
@@ -285,6 +302,7 @@ class AppRun {
                            {"seed", options_.seed},
                            {"defrag_policy", config_summary_["defrag_policy"]},
                            {"defrag_factor", config_summary_["defrag_factor"]},
+                           {"defrag_locality_window", config_summary_["defrag_locality_window"]},
                            {"total_time_s", total_time_s},
                            {"check_time_s", check_time_s},
                            {"defrag_time_s", defrag_seconds_},

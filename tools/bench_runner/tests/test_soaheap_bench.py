@@ -99,6 +99,18 @@ class RatioTest(unittest.TestCase):
         paper = bench.parse_arguments([])
         self.assertEqual(bench.on_arguments(paper, "mass", 9), ["--defrag-policy", "mass:10%", "--defrag-factor", "9"])
 
+    def test_locality_window_reaches_the_on_runs(self):
+        windowed = bench.parse_arguments(["--policy", "auto", "--locality-window", "4096"])
+        self.assertEqual(bench.on_arguments(windowed, "mass", 9),
+                         ["--defrag-policy", "auto", "--defrag-locality-window", "4096"])
+        paper = bench.parse_arguments(["--locality-window", "0"])
+        self.assertEqual(bench.on_arguments(paper, "every:50", 10),
+                         ["--defrag-policy", "every:50", "--defrag-factor", "10", "--defrag-locality-window", "0"])
+        self.assertNotIn("--defrag-locality-window", bench.on_arguments(bench.parse_arguments([]), "mass", 9))
+        for bad in ("-1", "4k", "2.5"):
+            with self.assertRaises(SystemExit, msg=bad):
+                bench.parse_arguments(["--locality-window", bad])
+
     def test_every_application_but_barnes_hut_has_a_baseline(self):
         names = {name for name, _, _, _ in bench.APPLICATIONS}
         self.assertEqual(names - set(bench.BASELINES), {"barnes-hut"})
