@@ -22,6 +22,15 @@
 #define SOAHEAP_DEVICE_CODE 0
 #endif
 
+// Unrolls the next loop completely (its trip count must be a constant) in device code and with GCC.
+#if defined(__CUDA_ARCH__)
+#define SOAHEAP_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define SOAHEAP_UNROLL _Pragma("GCC unroll 16")
+#else
+#define SOAHEAP_UNROLL
+#endif
+
 namespace soaheap::detail {
 
 // On the device, plain 64-bit atomics (relaxed) plus explicit __threadfence() where ordering

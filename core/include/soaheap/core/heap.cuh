@@ -196,6 +196,7 @@ class Heap {
         using C = detail::tag_type_t<decltype(tag)>;
         const detail::EnumerationTarget& list = enumerate.targets[target++];
         executor_.launch_counted(list.count, capacity<C>, block_count_ * capacity<C>,
+                                 list_buffer(1 + class_id<C>).launch_hint.hint(),
                                  detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, pack});
       });
     }
@@ -543,6 +544,7 @@ class Heap {
   struct ListBuffer {
     detail::Memory ids;
     detail::Memory counters;
+    detail::LaunchHintWord launch_hint;  ///< threads of the last parallel_do over this list
     int parity = 0;
   };
   ListBuffer& list_buffer(int bitmap_index) const {
@@ -551,6 +553,7 @@ class Heap {
       buffer.ids = detail::Memory(options_.backend, (block_count_ + 1) * sizeof(std::uint32_t));
       buffer.counters = detail::Memory(options_.backend, 3 * sizeof(std::uint64_t));
       buffer.counters.fill_zero();
+      buffer.launch_hint = detail::LaunchHintWord(options_.backend);
     }
     return buffer;
   }

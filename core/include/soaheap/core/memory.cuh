@@ -6,6 +6,7 @@
 #include <soaheap/core/errors.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -109,6 +110,46 @@ class Memory {
   Backend backend_ = Backend::host;
   void* pointer_ = nullptr;
   std::size_t bytes_ = 0;
+};
+
+/// One word of pinned host memory that the device can write (cuda only; empty elsewhere), for a
+/// LaunchHint. Starts at LaunchHint::kUnknown.
+class LaunchHintWord {
+ public:
+  LaunchHintWord() = default;
+  explicit LaunchHintWord(Backend backend) {
+    if (backend != Backend::cuda) return;
+#if SOAHEAP_HAS_CUDA
+    void* host = nullptr;
+    SOAHEAP_CUDA_CHECK(cudaHostAlloc(&host, sizeof(std::uint64_t), cudaHostAllocMapped));
+    hint_.host = static_cast<std::uint64_t*>(host);
+    *hint_.host = LaunchHint::kUnknown;
+    void* device = nullptr;
+    const cudaError_t status = cudaHostGetDevicePointer(&device, host, 0);
+    if (status != cudaSuccess) {
+      cudaFreeHost(host);
+      hint_ = LaunchHint{};
+      SOAHEAP_CUDA_CHECK(status);
+    }
+    hint_.device = static_cast<std::uint64_t*>(device);
+#endif
+  }
+  LaunchHintWord(const LaunchHintWord&) = delete;
+  LaunchHintWord& operator=(const LaunchHintWord&) = delete;
+  LaunchHintWord(LaunchHintWord&& other) noexcept : hint_(std::exchange(other.hint_, LaunchHint{})) {}
+  LaunchHintWord& operator=(LaunchHintWord&& other) noexcept {
+    std::swap(hint_, other.hint_);
+    return *this;
+  }
+  ~LaunchHintWord() {
+#if SOAHEAP_HAS_CUDA
+    if (hint_.host != nullptr) cudaFreeHost(hint_.host);
+#endif
+  }
+  const LaunchHint& hint() const { return hint_; }
+
+ private:
+  LaunchHint hint_;
 };
 
 }  // namespace soaheap::detail

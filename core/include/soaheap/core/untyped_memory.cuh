@@ -312,7 +312,11 @@ struct Untyped {
     int rounds_without_run = 0;
     for (int round = 0; round < kMaxAllocationRounds; ++round) {
       atomic_fetch_add(&view.state->blocks_in_transit, 1);  // claimed bits may be given back
-      const std::uint64_t first = find_run(view, length, mix_seed(seed + static_cast<std::uint32_t>(round)) % words);
+      // Runs of a word's worth of blocks or more are placed first-fit from the heap's start, which
+      // keeps the remaining free space in few large holes (placing them anywhere soon leaves no hole
+      // for the next large request); shorter runs start at a random word to spread contention.
+      const std::uint64_t start = length >= 64 ? 0 : mix_seed(seed + static_cast<std::uint32_t>(round)) % words;
+      const std::uint64_t first = find_run(view, length, start);
       if (first != BitmapView::kNotFound && claim_run(view, first, length)) {
         start_run(view, first, length);
         atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});

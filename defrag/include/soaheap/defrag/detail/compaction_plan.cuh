@@ -288,16 +288,20 @@ SOAHEAP_HD inline std::uint64_t* in_place_forwarding_pointer(const View& view, s
                                           static_cast<std::uint64_t>(slot) * sizeof(FieldType));
 }
 
-/// Step 5, one thread per moved object: copies it to its destination, leaves its forwarding pointer
-/// in place (Field >= 0), sets the destination's allocation bit and clears the donor's.
+/// Step 5, one thread per moved object: copies it to its destination and leaves its forwarding
+/// pointer in place (Field >= 0). The thread of a donor's first given object clears all the donor's
+/// given bits, the thread of a receiver's first received slot sets all its received bits: one
+/// atomic per block instead of two per object on words that up to 64 threads share.
 template <class View, class C, int Field>
 struct PlanCopyKernel {
   CompactionPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t g) const {
     const View& view = plan.view;
     const std::uint64_t donor = plan.template owner_of<&PlanFlow::give>(g);
-    const int rank = plan.first_given_rank(donor) + static_cast<int>(g - plan.offsets[donor].give);
-    const int from_slot = select_set_bit(plan.frozen[donor], rank);
+    const std::uint64_t frozen = plan.frozen[donor];
+    const int first_rank = plan.first_given_rank(donor);
+    const int given_index = static_cast<int>(g - plan.offsets[donor].give);
+    const int from_slot = select_set_bit(frozen, first_rank + given_index);
     std::uint64_t to_block = 0;
     int to_slot = 0;
     plan.destination_of(g, to_block, to_slot);
@@ -305,8 +309,13 @@ struct PlanCopyKernel {
     if constexpr (Field >= 0)
       *in_place_forwarding_pointer<View, C, Field>(view, donor, from_slot) =
           view.make_pointer_bits(to_block, to_slot, plan.class_index);
-    atomic_fetch_or(&view.headers[to_block].allocation, std::uint64_t{1} << to_slot);
-    atomic_fetch_and(&view.headers[donor].allocation, ~(std::uint64_t{1} << from_slot));
+    if (given_index == 0)  // the donor gives its objects from this slot upwards
+      atomic_fetch_and(&view.headers[donor].allocation, ~(frozen & ~low_bits(from_slot)));
+    if (g == plan.offsets[to_block].receive) {  // the receiver fills its lowest free slots
+      const std::uint64_t free_slots = ~plan.frozen[to_block] & plan.full_mask();
+      const int last_slot = select_set_bit(free_slots, static_cast<int>(plan.flows[to_block].receive) - 1);
+      atomic_fetch_or(&view.headers[to_block].allocation, free_slots & low_bits(last_slot + 1));
+    }
   }
 };
 

@@ -149,7 +149,7 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
   scratch.timers[kPlanPhaseScan].stop(executor);
 
   scratch.timers[kPlanPhaseCopy].start(executor);
-  executor.launch_counted(&plan.counts->moved, 1, blocks * kSlotsPerBlock, PlanCopyKernel<View, C, kField>{plan});
+  executor.launch_counted(&plan.counts->moved, 1, blocks * kSlotsPerBlock, LaunchHint{}, PlanCopyKernel<View, C, kField>{plan});
   scratch.timers[kPlanPhaseCopy].stop(executor);
 
   // One scan of the fields that can point to a C, in every class that has them.
@@ -171,7 +171,7 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
       }
       auto scan = [&](auto relocation) {
         using Kernel = RewritePointersKernel<View, U, C, decltype(relocation)>;
-        executor.launch_counted(count, Kernel::thread_count(1), Kernel::thread_count(blocks),
+        executor.launch_counted(count, Kernel::thread_count(1), Kernel::thread_count(blocks), LaunchHint{},
                                 Kernel{plan.view, ids, relocation});
       };
       if (records) {
@@ -185,8 +185,8 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
   scratch.timers[kPlanPhaseRewrite].stop(executor);
 
   scratch.timers[kPlanPhaseState].start(executor);
-  executor.launch_counted(working, 1, blocks, PlanStateKernel<View>{plan});
-  executor.launch_counted(&plan.counts->listed, 1, blocks, PlanAfterKernel<View>{plan});
+  executor.launch_counted(working, 1, blocks, LaunchHint{}, PlanStateKernel<View>{plan});
+  executor.launch_counted(&plan.counts->listed, 1, blocks, LaunchHint{}, PlanAfterKernel<View>{plan});
   scratch.timers[kPlanPhaseState].stop(executor);
 }
 
