@@ -443,11 +443,13 @@ struct Untyped {
         return;
       }
 #endif
+      release_fence();  // the chunk's data stores are visible before the chunk is free again
       if (!release(view, block, size_class, std::uint64_t{1} << chunk))
         record(view, HeapErrorKind::free_of_unallocated_memory, address);
       return;
     }
     if (offset == 0 && (block_class == kUntypedRunHeadId || block_class == kUntypedRunFreedId)) {
+      release_fence();
       if (!free_run(view, block)) record(view, HeapErrorKind::free_of_unallocated_memory, address);
       return;
     }
