@@ -43,6 +43,9 @@ struct DefragOptions {
   /// consecutive block ids (rounded up to a multiple of 64) on its own, so no object leaves its
   /// window, at the price of up to one partly filled block per window instead of per class.
   std::uint64_t locality_window = 0;
+  /// true: T and its concrete subclasses; false: T alone (T must be concrete). The policies compact
+  /// each concrete class on its own with its own settings, so they set false.
+  bool subclasses = true;
 };
 
 inline const char* to_string(CompactionStrategy compaction) {

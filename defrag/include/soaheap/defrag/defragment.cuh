@@ -73,11 +73,11 @@ struct CoveredOccupancy {
   std::uint64_t minimum_blocks = 0;
 };
 template <class T, class HeapType>
-CoveredOccupancy measure_occupancy(const HeapType& heap) {
+CoveredOccupancy measure_occupancy(const HeapType& heap, const DefragOptions& options) {
   const HeapStats stats = heap.stats();
   double free_fraction_sum = 0;
   CoveredOccupancy result;
-  HeapType::View::template for_each_concrete_subclass<T>([&](auto tag) {
+  for_each_covered_class<T, typename HeapType::View>(options, [&](auto tag) {
     using C = tag_type_t<decltype(tag)>;
     const ClassStats& entry = stats.classes[HeapType::template class_id<C>];
     free_fraction_sum += entry.fragmentation() * static_cast<double>(entry.allocated_blocks);
@@ -210,12 +210,15 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
   if (options.target == DefragTarget::minimum && options.compaction != CompactionStrategy::plan)
     throw invalid_argument("soaheap: defrag of " + name + ": target=minimum needs compaction=plan (the passes "
                            "strategy only guarantees the 1/(n+1) bound)");
+  if (!options.subclasses && T::kAbstract)
+    throw invalid_argument("soaheap: defrag of " + name + ": subclasses=false needs a concrete class (" + name +
+                           " is abstract, so it alone has no objects)");
   if (options.locality_window != 0 && options.compaction != CompactionStrategy::plan)
     throw invalid_argument("soaheap: defrag of " + name + ": locality_window=" + std::to_string(options.locality_window) +
                            " needs compaction=plan");
   if (options.factor != 0) {
     // Check every covered class before changing any, so a bad n leaves the heap as it was.
-    View::template for_each_concrete_subclass<T>([&](auto tag) {
+    detail::for_each_covered_class<T, View>(options, [&](auto tag) {
       using C = detail::tag_type_t<decltype(tag)>;
       constexpr int kCapacity = HeapType::template capacity<C>;
       if (options.factor < 1 || options.factor > kCapacity - 1)
@@ -224,7 +227,7 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
                                ": n must be in 1.." + std::to_string(kCapacity - 1) + " (its block capacity is " +
                                std::to_string(kCapacity) + ")");
     });
-    View::template for_each_concrete_subclass<T>([&](auto tag) {
+    detail::for_each_covered_class<T, View>(options, [&](auto tag) {
       constexpr int kClass = HeapType::template class_id<detail::tag_type_t<decltype(tag)>>;
       // Rebuilding the candidate bitmap waits for the GPU: only when n changes.
       if (heap.defrag_factor(kClass) != options.factor) heap.set_defrag_factor(kClass, options.factor);
@@ -237,10 +240,10 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
   if (options.compaction == CompactionStrategy::plan) {
     detail::compact_with_plan<T>(heap, options, result);
   } else {
-    const detail::CoveredOccupancy before = detail::measure_occupancy<T>(heap);
-    View::template for_each_concrete_subclass<T>(
-        [&](auto tag) { detail::defragment_class<detail::tag_type_t<decltype(tag)>>(heap, options, result); });
-    const detail::CoveredOccupancy after = detail::measure_occupancy<T>(heap);
+    const detail::CoveredOccupancy before = detail::measure_occupancy<T>(heap, options);
+    detail::for_each_covered_class<T, View>(
+        options, [&](auto tag) { detail::defragment_class<detail::tag_type_t<decltype(tag)>>(heap, options, result); });
+    const detail::CoveredOccupancy after = detail::measure_occupancy<T>(heap, options);
     result.fragmentation_before = before.fragmentation;
     result.candidates_before = before.candidates;
     result.blocks_before = before.blocks;

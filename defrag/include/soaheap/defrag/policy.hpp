@@ -167,8 +167,9 @@ class DefragPolicy {
   /// Most iterations between two looks that found nothing worth compacting.
   static constexpr long long kAutoMaxLookInterval = 64;
 
-  /// The options of a run for class @p class_name: its n, k1, minimum compactions and locality
-  /// window from the configuration, with the plan strategy (the only one that keeps windows).
+  /// The options of a run for class @p class_name alone (not its subclasses): its n, k1, minimum
+  /// compactions and locality window from the configuration, with the plan strategy (the only one
+  /// that keeps windows).
   DefragOptions options_for(const std::string& class_name) const {
     DefragOptions options;
     options.factor = config_.factor_for(class_name);
@@ -176,6 +177,7 @@ class DefragPolicy {
     options.min_compactions = config_.min_compactions_for(class_name);
     options.compaction = CompactionStrategy::plan;
     options.locality_window = static_cast<std::uint64_t>(config_.locality_window_for(class_name));
+    options.subclasses = false;  // every concrete class gets its own run with its own settings
     return options;
   }
 

@@ -15,6 +15,7 @@
 #include <soaheap/defrag/detail/rewrite_pointers.cuh>
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #if SOAHEAP_HAS_CUDA
@@ -190,6 +191,15 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
   scratch.timers[kPlanPhaseState].stop(executor);
 }
 
+/// Calls f(type_tag<C>) for every class a defragmentation of T with @p options covers: the concrete
+/// subclasses of T (T included when concrete), or T alone when options.subclasses is false.
+template <class T, class View, class Function>
+void for_each_covered_class(const DefragOptions& options, Function&& f) {
+  View::template for_each_concrete_subclass<T>([&](auto tag) {
+    if (options.subclasses || std::is_same_v<tag_type_t<decltype(tag)>, T>) f(tag);
+  });
+}
+
 /// Defragments every concrete subclass of T with the plan strategy and fills @p result (the caller
 /// holds the heap's operation guard and has validated the options).
 template <class T, class... Classes>
@@ -204,8 +214,8 @@ void compact_with_plan(Heap<Classes...>& heap, const DefragOptions& options, Def
 
   const std::uint64_t count_words = scratch.counts.bytes() / sizeof(std::uint64_t);
   executor.launch(count_words, ZeroWordsKernel{scratch.counts.template as<std::uint64_t>()});
-  View::template for_each_concrete_subclass<T>(
-      [&](auto tag) { enqueue_class_plan<tag_type_t<decltype(tag)>>(heap, scratch, options); });
+  for_each_covered_class<T, View>(
+      options, [&](auto tag) { enqueue_class_plan<tag_type_t<decltype(tag)>>(heap, scratch, options); });
   // The one read of the run: waits for every kernel above.
   scratch.counts.copy_to_host(scratch.host_counts.data(), 0, scratch.host_counts.size() * sizeof(PlanCounts));
   heap.throw_recorded_error();
@@ -218,7 +228,7 @@ void compact_with_plan(Heap<Classes...>& heap, const DefragOptions& options, Def
   result.times.state_ms += after[kPlanPhaseState] - before[kPlanPhaseState];
 
   double unused_before = 0, unused_after = 0;  // in blocks' worth of slots
-  View::template for_each_concrete_subclass<T>([&](auto tag) {
+  for_each_covered_class<T, View>(options, [&](auto tag) {
     using C = tag_type_t<decltype(tag)>;
     const PlanCounts& counts = scratch.host_counts[HeapType::template class_id<C>];
     const auto capacity = static_cast<std::uint64_t>(HeapType::template capacity<C>);
