@@ -148,6 +148,29 @@ SOAHEAP_HD inline void release_fence() {
 #endif
 }
 
+#if SOAHEAP_DEVICE_CODE
+/// All 32 lanes of a warp.
+inline constexpr unsigned kFullWarp = 0xffffffffu;
+
+/// This lane's index in its warp (the hardware's, valid for any block shape).
+__device__ inline int lane_id() {
+  unsigned lane;
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  return static_cast<int>(lane);
+}
+
+/// @brief True when every lane of the calling warp executes this call together. Only such a
+/// group may be served by one leader that shuffles its result to the others (warp aggregation):
+/// see "Warp aggregation" in docs/architecture.md for why a smaller group is not safe.
+__device__ inline bool whole_warp_converged() { return __activemask() == kFullWarp; }
+
+/// Sum of @p value over the 32 lanes of a converged warp (every lane gets it).
+__device__ inline std::uint64_t whole_warp_sum(std::uint64_t value) {
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullWarp, value, offset);
+  return value;
+}
+#endif
+
 /// Pauses a thread that found nothing to do because others are mid-way, for longer each @p round.
 SOAHEAP_HD inline void back_off(int round) {
   const int shift = round < 10 ? round : 10;

@@ -78,20 +78,23 @@ class DeviceListView {
     return index;
   }
 
-  /// @brief Reserves @p count consecutive elements for the calling thread, aggregated with the
-  /// other threads of its warp that call append at the same time (one reservation per warp; any
-  /// subset of the warp may take part). Returns the first index, or kNoIndex on out of memory.
+  /// @brief Reserves @p count consecutive elements for the calling thread: one reservation for
+  /// the whole warp when all its 32 lanes call append together, one per thread otherwise (any
+  /// subset of the warp may call; a partial group is not aggregated, see "Warp aggregation" in
+  /// docs/architecture.md). Returns the first index, or kNoIndex on out of memory.
   SOAHEAP_HD std::uint64_t append(std::uint64_t count) const {
 #if SOAHEAP_DEVICE_CODE
-    return append(cooperative_groups::coalesced_threads(), count);
+    if (!detail::whole_warp_converged()) return reserve(count);
+    return append(cooperative_groups::tiled_partition<32>(cooperative_groups::this_thread_block()), count);
 #else
     return reserve(count);  // a host-backend "warp" is one thread
 #endif
   }
 
 #if defined(__CUDACC__)
-  /// @brief append for the threads of @p group (a coalesced group or a thread_block_tile): every
-  /// thread of the group calls it with its own @p count; one reservation for all.
+  /// @brief append for the threads of @p group (a thread_block_tile, or a coalesced group the
+  /// caller knows to be exactly the lanes that call here): every thread of the group calls it with
+  /// its own @p count; one reservation for all.
   template <class Group>
   __device__ std::uint64_t append(const Group& group, std::uint64_t count) const {
     const std::uint64_t offset = cooperative_groups::exclusive_scan(group, count);
@@ -103,8 +106,8 @@ class DeviceListView {
   }
 
   /// @brief append for a whole thread block: every thread of the block must call it (that is
-  /// what a thread_block group means); to let only some threads take part, call append(count)
-  /// or pass cooperative_groups::coalesced_threads(), which aggregate per warp without a barrier.
+  /// what a thread_block group means); to let only some threads take part, call append(count),
+  /// which aggregates per warp without a barrier.
   __device__ std::uint64_t append(const cooperative_groups::thread_block& block, std::uint64_t count) const {
     __shared__ std::uint64_t block_total;
     __shared__ std::uint64_t block_first;

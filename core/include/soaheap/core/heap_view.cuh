@@ -14,10 +14,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#if SOAHEAP_DEVICE_CODE || defined(__CUDACC__)
-#include <cooperative_groups.h>
-#endif
-
 namespace soaheap {
 
 /// @brief Kinds of errors a kernel can record for the next host call to report.
@@ -193,7 +189,8 @@ class HeapView {
       // that all found nothing the answer stands anyway: publishing a block takes far less time.
       // Between such rounds the thread backs off, growing the pause, so that a publisher that was
       // descheduled (host threads on few cores) gets the time to finish before the answer stands.
-      if (active.appears_empty()) {
+      // A failed clear_any with free blocks left only lost races to other takers: try again.
+      if (active.appears_empty() && free_blocks().appears_empty()) {
         if (detail::atomic_load(&state->blocks_in_transit) == 0 || ++empty_rounds >= detail::kOutOfMemoryConfirmations) {
           record_error(HeapErrorKind::out_of_memory, kClass, block_count);
           return {0, 0};
@@ -248,6 +245,14 @@ class HeapView {
     const int block_class = static_cast<int>(header_class);
     const std::uint64_t before = detail::atomic_fetch_and(&headers[block].allocation, ~slots);
     const std::uint64_t after = before & ~slots;
+    if (before == detail::kInvalidatedBitmap &&
+        (full_mask(block_class) != detail::kInvalidatedBitmap || free_blocks().get(block))) {
+      // The block is free (all ones is also a full block of capacity 64, hence the free bit):
+      // a destroy of an object whose block was emptied and retired. Put the word back before an
+      // allocator can take the cleared bit, and report it as the double destroy it is.
+      detail::atomic_cas(&headers[block].allocation, after, detail::kInvalidatedBitmap);
+      return false;
+    }
     if (after == 0) {
       try_retire_block(block, block_class);
     } else {
@@ -425,29 +430,43 @@ class HeapView {
 
  private:
 #if SOAHEAP_DEVICE_CODE
-  /// Allocation request coalescing: the lanes of a warp that allocate a T at the same time elect a
-  /// leader that reserves slots for all of them, block by block. Every lane of the group runs the
-  /// same number of loop rounds and the shuffles name the group's mask explicitly, so nothing
-  /// depends on lanes moving in lockstep.
+  /// Allocation request coalescing (DynaSOAr's warp-aggregated reservation): when the whole warp
+  /// allocates a T together, lane 0 reserves slots for all 32 lanes, block by block, and shuffles
+  /// each round's reservation to the others.
+  ///
+  /// Invariant (the ghost-objects bug, issue 16): a reservation made by one lane for others is
+  /// handed over only within a group that no other lane of the warp can join while the handover
+  /// runs, and the only such group is the whole warp converged at the call. A smaller group (the
+  /// lanes that reach `new` in one branch, or at one moment) is not safe: the compiler may lower
+  /// the group's shuffles as if the lane mask were the same for every lane that executes them
+  /// (ptxas does so for an out-of-line `operator new`, seen on an H100 with CUDA 13: one lane's
+  /// mask moved to a uniform register, one branch-if-diverged check, then unmasked shuffles). When
+  /// two groups of one warp then reconverge in that code, a follower of one group reads the
+  /// registers of a leader that is not there: its `new` returns nullptr with no error recorded,
+  /// while the slot reserved for it stays allocated with no owner. So every lane outside a
+  /// converged whole warp reserves its own slot; only atomics order it against other threads.
   template <class T>
   __device__ void* allocate_slot_in_warp() const {
-    namespace cg = cooperative_groups;
-    const cg::coalesced_group group = cg::coalesced_threads();
-    const int rank = static_cast<int>(group.thread_rank());
-    const int count = static_cast<int>(group.size());
-    const std::uint64_t warp = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-    std::uint32_t seed = detail::mix_seed(warp ^ (static_cast<std::uint64_t>(clock64()) << 20));
+    const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const std::uint64_t clock = static_cast<std::uint64_t>(clock64()) << 20;
+    if (!detail::whole_warp_converged()) {
+      const detail::Reservation reservation = reserve_slots<T>(1, detail::mix_seed(thread ^ clock));
+      if (reservation.slots == 0) return nullptr;  // out of memory, recorded by reserve_slots
+      return make_pointer<T>(reservation.block, detail::lowest_set_bit(reservation.slots));
+    }
+    const int lane = detail::lane_id();
+    std::uint32_t seed = detail::mix_seed((thread / 32) ^ clock);
     std::uint64_t pointer = 0;
     int served = 0;
-    while (served < count) {
+    while (served < 32) {
       detail::Reservation reservation{0, 0};
-      if (rank == 0) reservation = reserve_slots<T>(count - served, seed);
-      const std::uint64_t block = group.shfl(reservation.block, 0);
-      const std::uint64_t slots = group.shfl(reservation.slots, 0);
+      if (lane == 0) reservation = reserve_slots<T>(32 - served, seed);
+      const std::uint64_t block = __shfl_sync(detail::kFullWarp, reservation.block, 0);
+      const std::uint64_t slots = __shfl_sync(detail::kFullWarp, reservation.slots, 0);
       if (slots == 0) break;  // out of memory: the remaining lanes get nullptr
       const int granted = detail::popcount(slots);
-      if (rank >= served && rank < served + granted)
-        pointer = reinterpret_cast<std::uint64_t>(make_pointer<T>(block, detail::nth_set_bit(slots, rank - served)));
+      if (lane >= served && lane < served + granted)
+        pointer = reinterpret_cast<std::uint64_t>(make_pointer<T>(block, detail::nth_set_bit(slots, lane - served)));
       served += granted;
       seed = detail::mix_seed(seed + 1);
     }

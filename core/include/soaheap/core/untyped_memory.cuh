@@ -31,11 +31,6 @@
 #include <string>
 #include <vector>
 
-#if SOAHEAP_DEVICE_CODE || defined(__CUDACC__)
-#include <cooperative_groups.h>
-#include <cooperative_groups/reduce.h>
-#endif
-
 namespace soaheap {
 namespace detail {
 
@@ -414,10 +409,10 @@ struct Untyped {
   SOAHEAP_HD static void deallocate(const View& view, void* pointer) {
     if (pointer == nullptr) return;
 #if SOAHEAP_DEVICE_CODE
-    {
-      namespace cg = cooperative_groups;
-      const cg::coalesced_group group = cg::coalesced_threads();
-      if (group.thread_rank() == 0) atomic_fetch_add(&view.state->untyped.frees, group.size());
+    if (!whole_warp_converged()) {
+      atomic_fetch_add(&view.state->untyped.frees, 1);
+    } else if (lane_id() == 0) {
+      atomic_fetch_add(&view.state->untyped.frees, 32);  // one atomic for the whole warp
     }
 #else
     atomic_fetch_add(&view.state->untyped.frees, 1);
@@ -462,46 +457,49 @@ struct Untyped {
 
  private:
 #if SOAHEAP_DEVICE_CODE
-  /// The lanes of a warp that call malloc together are grouped by size class; each group's leader
-  /// reserves chunks for the whole group block by block (as for objects). Runs go one by one.
+  /// A whole converged warp whose requests share one size class is served by lane 0, which
+  /// reserves chunks for all 32 lanes block by block (as for objects). Every other request — lanes
+  /// of a partial or diverged warp, mixed size classes, runs — is served alone: a reservation is
+  /// handed from lane to lane only within the whole warp (the invariant of
+  /// HeapView::allocate_slot_in_warp and "Warp aggregation" in docs/architecture.md).
   __device__ static void* allocate_in_warp(const View& view, std::uint64_t bytes, int route_class) {
-    namespace cg = cooperative_groups;
-    const cg::coalesced_group group = cg::coalesced_threads();
-    const std::uint64_t warp = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-    std::uint32_t seed = mix_seed(warp ^ (static_cast<std::uint64_t>(clock64()) << 20));
+    const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const std::uint64_t clock = static_cast<std::uint64_t>(clock64()) << 20;
     // Zero-byte requests get nullptr without an error, like a run of their own.
     const unsigned label = bytes == 0 ? static_cast<unsigned>(Layout::kClassCount) + 1 : static_cast<unsigned>(route_class);
-    const cg::coalesced_group same = cg::labeled_partition(group, label);
+    int one_chunk_class = 0;
+    if (whole_warp_converged()) {
+      __match_all_sync(kFullWarp, label, &one_chunk_class);
+      one_chunk_class = one_chunk_class && label < static_cast<unsigned>(Layout::kClassCount);
+    }
+    if (!one_chunk_class) {
+      if (bytes == 0) return nullptr;
+      const std::uint32_t seed = mix_seed(thread ^ clock);
+      void* result = allocate_alone(view, bytes, route_class, seed);  // a run, or chunks of one class
+      count_allocations(view, result != nullptr ? 1 : 0, result != nullptr ? bytes : 0, result != nullptr ? 0 : 1);
+      return result;
+    }
+    const int lane = lane_id();
+    std::uint32_t seed = mix_seed((thread / 32) ^ clock);
     std::uint64_t pointer = 0;
-    if (label < static_cast<unsigned>(Layout::kClassCount)) {
-      const int rank = static_cast<int>(same.thread_rank());
-      const int count = static_cast<int>(same.size());
-      int served = 0;
-      while (served < count) {
-        Reservation reservation{0, 0};
-        if (rank == 0) reservation = reserve(view, route_class, count - served, seed);
-        const std::uint64_t block = same.shfl(reservation.block, 0);
-        const std::uint64_t chunks = same.shfl(reservation.slots, 0);
-        if (chunks == 0) break;  // out of memory: the remaining lanes get nullptr
-        const int granted = popcount(chunks);
-        if (rank >= served && rank < served + granted)
-          pointer = reinterpret_cast<std::uint64_t>(
-              chunk_address(view, block, route_class, nth_set_bit(chunks, rank - served)));
-        served += granted;
-        seed = mix_seed(seed + 1);
-      }
-      if (pointer == 0) record(view, HeapErrorKind::untyped_out_of_memory, bytes);
-    } else if (label == static_cast<unsigned>(Layout::kClassCount)) {
-      pointer = reinterpret_cast<std::uint64_t>(allocate_run(view, bytes, seed + same.thread_rank()));
+    int served = 0;
+    while (served < 32) {
+      Reservation reservation{0, 0};
+      if (lane == 0) reservation = reserve(view, route_class, 32 - served, seed);
+      const std::uint64_t block = __shfl_sync(kFullWarp, reservation.block, 0);
+      const std::uint64_t chunks = __shfl_sync(kFullWarp, reservation.slots, 0);
+      if (chunks == 0) break;  // out of memory: the remaining lanes get nullptr
+      const int granted = popcount(chunks);
+      if (lane >= served && lane < served + granted)
+        pointer = reinterpret_cast<std::uint64_t>(chunk_address(view, block, route_class, nth_set_bit(chunks, lane - served)));
+      served += granted;
+      seed = mix_seed(seed + 1);
     }
-    if (bytes != 0) {
-      const cg::coalesced_group requesters = cg::coalesced_threads();
-      const std::uint64_t succeeded = pointer != 0 ? 1 : 0;
-      const std::uint64_t successes = cg::reduce(requesters, succeeded, cg::plus<std::uint64_t>());
-      const std::uint64_t requested = cg::reduce(requesters, succeeded * bytes, cg::plus<std::uint64_t>());
-      if (requesters.thread_rank() == 0)
-        count_allocations(view, successes, requested, requesters.size() - successes);
-    }
+    if (pointer == 0) record(view, HeapErrorKind::untyped_out_of_memory, bytes);
+    const std::uint64_t succeeded = pointer != 0 ? 1 : 0;
+    const std::uint64_t successes = whole_warp_sum(succeeded);
+    const std::uint64_t requested = whole_warp_sum(succeeded * bytes);
+    if (lane == 0) count_allocations(view, successes, requested, 32 - successes);
     return reinterpret_cast<void*>(pointer);
   }
 #else

@@ -7,11 +7,6 @@
 
 #include <cstdint>
 
-#if SOAHEAP_DEVICE_CODE || defined(__CUDACC__)
-#include <cooperative_groups.h>
-#include <cooperative_groups/scan.h>
-#endif
-
 namespace soaheap::detail {
 
 /// Marks every block free (allocation bitmap invalidated, no class).
@@ -56,19 +51,26 @@ ArgumentPack<Head, Tail...> make_argument_pack(const Head& head, const Tail&... 
   return {head, make_argument_pack(tail...)};
 }
 
-/// Adds @p value to @p counter and returns the old value plus the values of lower-ranked lanes that
-/// add to the same counter at the same time: one atomic per warp and counter instead of one per
-/// thread. Lanes of one warp may name different counters (enumeration targets, defrag windows), so
-/// the lanes are first grouped by counter.
+/// Adds @p value to @p counter and returns the old value plus the values of lower lanes: one
+/// atomic per warp instead of one per thread when the whole warp adds to the same counter
+/// together, one per thread otherwise (lanes may name different counters: enumeration targets,
+/// defrag windows; and a partial group is not safe to aggregate, see "Warp aggregation" in
+/// docs/architecture.md).
 SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std::uint64_t value) {
 #if SOAHEAP_DEVICE_CODE
-  namespace cg = cooperative_groups;
-  const cg::coalesced_group group = cg::labeled_partition(cg::coalesced_threads(), counter);
-  const std::uint64_t before_me = cg::exclusive_scan(group, value);
-  const std::uint64_t total = group.shfl(before_me + value, group.size() - 1);
+  int same_counter = 0;
+  if (whole_warp_converged()) __match_all_sync(kFullWarp, reinterpret_cast<std::uint64_t>(counter), &same_counter);
+  if (!same_counter) return atomic_fetch_add(counter, value);
+  const int lane = lane_id();
+  std::uint64_t inclusive = value;
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const std::uint64_t lower = __shfl_up_sync(kFullWarp, inclusive, offset);
+    if (lane >= offset) inclusive += lower;
+  }
+  const std::uint64_t total = __shfl_sync(kFullWarp, inclusive, 31);
   std::uint64_t base = 0;
-  if (group.thread_rank() == 0) base = atomic_fetch_add(counter, total);
-  return group.shfl(base, 0) + before_me;
+  if (lane == 0) base = atomic_fetch_add(counter, total);
+  return __shfl_sync(kFullWarp, base, 0) + inclusive - value;
 #else
   return atomic_fetch_add(counter, value);
 #endif
