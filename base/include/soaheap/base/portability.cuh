@@ -159,6 +159,13 @@ __device__ inline int lane_id() {
   return static_cast<int>(lane);
 }
 
+/// Lanes of the warp below this one (a mask).
+__device__ inline unsigned lanes_below() {
+  unsigned mask;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(mask));
+  return mask;
+}
+
 /// @brief True when every lane of the calling warp executes this call together. Only such a
 /// group may be served by one leader that shuffles its result to the others (warp aggregation):
 /// see "Warp aggregation" in docs/architecture.md for why a smaller group is not safe.

@@ -39,6 +39,10 @@ inline constexpr int kMaxAllocationRounds = 1 << 16;
 /// Rounds in which a thread must find neither a free nor an active block before it reports out of
 /// memory although some block is still being published by another thread.
 inline constexpr int kOutOfMemoryConfirmations = 16;
+/// Rounds in which a lane of a diverged warp that is not the first of its warp to allocate leaves
+/// starting a new block to that first lane (backing off meanwhile), so that a diverged warp fills
+/// one new block rather than one block per lane.
+inline constexpr int kFollowerRounds = 6;
 
 /// Encoded error: kind in bits 0-7, class id in bits 8-15, block id in bits 16-63.
 SOAHEAP_HD inline std::uint64_t encode_error(HeapErrorKind kind, int class_id, std::uint64_t block) {
@@ -157,9 +161,13 @@ class HeapView {
   }
 
   /// @brief Finds a block of class T and reserves up to @p wanted slots in it (at least one unless the
-  /// heap is out of memory, which is then recorded). The leader of a warp calls it for its whole warp.
+  /// heap is out of memory, which is then recorded). The first lane of a whole warp calls it for the
+  /// warp; a lane of a diverged warp calls it for itself with @p rank, its position among the lanes
+  /// of its warp allocating with it (a hint, never needed for correctness): with the warp's @p seed
+  /// they look at the same blocks, the lane aims at the rank-th free slot, and in the first rounds
+  /// it leaves starting a new block to rank 0. Host threads pass rank -1 (no hint).
   template <class T>
-  SOAHEAP_HD detail::Reservation reserve_slots(int wanted, std::uint32_t seed) const {
+  SOAHEAP_HD detail::Reservation reserve_slots(int wanted, std::uint32_t seed, int rank = -1) const {
     constexpr int kClass = class_id<T>;
     constexpr int kCapacity = Layout::template capacity<T>;
     const BitmapView active = active_blocks(kClass);
@@ -169,8 +177,12 @@ class HeapView {
       for (int lookup = 0; lookup < detail::kActiveLookupAttempts; ++lookup) {
         const std::uint64_t block = active.try_find_set(round_seed + static_cast<std::uint32_t>(lookup) * 0x632be5abu);
         if (block == BitmapView::kNotFound) break;
-        const std::uint64_t slots = try_reserve_in_block(block, kClass, wanted, round_seed + lookup);
+        const std::uint64_t slots = try_reserve_in_block(block, kClass, wanted, round_seed + lookup, rank);
         if (slots != 0) return {block, slots};
+      }
+      if (rank > 0 && round < detail::kFollowerRounds) {
+        detail::back_off(round);  // rank 0 is probably publishing a block with room for us
+        continue;
       }
       // Slow path: start a new block of class T.
       detail::atomic_fetch_add(&state->blocks_in_transit, 1);
@@ -245,11 +257,11 @@ class HeapView {
     const int block_class = static_cast<int>(header_class);
     const std::uint64_t before = detail::atomic_fetch_and(&headers[block].allocation, ~slots);
     const std::uint64_t after = before & ~slots;
-    if (before == detail::kInvalidatedBitmap &&
-        (full_mask(block_class) != detail::kInvalidatedBitmap || free_blocks().get(block))) {
-      // The block is free (all ones is also a full block of capacity 64, hence the free bit):
-      // a destroy of an object whose block was emptied and retired. Put the word back before an
-      // allocator can take the cleared bit, and report it as the double destroy it is.
+    if (before == detail::kInvalidatedBitmap && full_mask(block_class) != detail::kInvalidatedBitmap) {
+      // The block is free: a destroy of an object whose block was emptied and retired. Put the
+      // word back before an allocator can take the cleared bit, and report the double destroy.
+      // (For capacity 64 all ones is also a full block, and no bit read after the release can
+      // tell the two apart without racing a legitimate retirement: SOAHEAP_CHECKED checks those.)
       detail::atomic_cas(&headers[block].allocation, after, detail::kInvalidatedBitmap);
       return false;
     }
@@ -340,8 +352,10 @@ class HeapView {
   }
 
   /// Reserves up to @p wanted free slots of @p block for class @p class_index; returns them (0: none).
+  /// With @p aim >= 0 (a lane of a diverged warp, wanted = 1) it takes the aim-th free slot
+  /// (modulo their number), so that lanes of one warp reserving in one block rarely collide.
   SOAHEAP_HD std::uint64_t try_reserve_in_block(std::uint64_t block, int class_index, int wanted,
-                                                std::uint32_t seed) const {
+                                                std::uint32_t seed, int aim = -1) const {
     BlockHeader& header = headers[block];
     const std::uint64_t full = full_mask(class_index);
     for (;;) {
@@ -352,7 +366,9 @@ class HeapView {
         refresh_block_state(block, class_index);
         return 0;
       }
-      const std::uint64_t chosen = choose_slots(free_slots, wanted, seed);
+      const std::uint64_t chosen =
+          aim >= 0 ? std::uint64_t{1} << detail::nth_set_bit(free_slots, aim % detail::popcount(free_slots))
+                   : choose_slots(free_slots, wanted, seed);
       // Acquire: if the block was restarted for another class, the class id below is the new one.
       const std::uint64_t before = detail::atomic_fetch_or_acquire(&header.allocation, chosen);
       const std::uint64_t reserved = chosen & ~before;
@@ -444,16 +460,25 @@ class HeapView {
   /// two groups of one warp then reconverge in that code, a follower of one group reads the
   /// registers of a leader that is not there: its `new` returns nullptr with no error recorded,
   /// while the slot reserved for it stays allocated with no owner. So every lane outside a
-  /// converged whole warp reserves its own slot; only atomics order it against other threads.
+  /// converged whole warp reserves its own slot, and only its own atomics decide what it gets.
+  /// The lanes that allocate at the same moment still act together where that needs no handover:
+  /// they share the warp's seed (so they look at the same blocks), aim at different slots by their
+  /// rank among them, and for a few rounds leave starting a new block to the first of them, so
+  /// that a diverged warp's objects land side by side. Seed and rank are hints: a wrong one costs
+  /// a retry, never a slot.
   template <class T>
   __device__ void* allocate_slot_in_warp() const {
     const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    const std::uint64_t clock = static_cast<std::uint64_t>(clock64()) << 20;
-    if (!detail::whole_warp_converged()) {
-      const detail::Reservation reservation = reserve_slots<T>(1, detail::mix_seed(thread ^ clock));
+    const unsigned lanes = __activemask();
+    if (lanes != detail::kFullWarp) {
+      // The lanes' common seed and ranks only steer them to the same blocks and apart in them.
+      const int rank = detail::popcount(lanes & detail::lanes_below());
+      const detail::Reservation reservation =
+          reserve_slots<T>(1, detail::mix_seed((thread / 32) ^ (std::uint64_t{lanes} << 32)), rank);
       if (reservation.slots == 0) return nullptr;  // out of memory, recorded by reserve_slots
       return make_pointer<T>(reservation.block, detail::lowest_set_bit(reservation.slots));
     }
+    const std::uint64_t clock = static_cast<std::uint64_t>(clock64()) << 20;
     const int lane = detail::lane_id();
     std::uint32_t seed = detail::mix_seed((thread / 32) ^ clock);
     std::uint64_t pointer = 0;
@@ -472,6 +497,7 @@ class HeapView {
     }
     return reinterpret_cast<void*>(pointer);
   }
+
 #else
   static std::uint64_t next_host_seed() {
     static thread_local std::uint64_t counter = 0;

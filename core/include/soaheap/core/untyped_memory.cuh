@@ -159,9 +159,10 @@ struct Untyped {
     view.free_blocks().set(block);
   }
 
-  /// Reserves up to @p wanted free chunks of @p block for @p size_class (0: none).
+  /// Reserves up to @p wanted free chunks of @p block for @p size_class (0: none); with @p aim >= 0
+  /// it takes the aim-th free chunk (HeapView::try_reserve_in_block).
   SOAHEAP_HD static std::uint64_t try_reserve(const View& view, std::uint64_t block, int size_class, int wanted,
-                                              std::uint32_t seed) {
+                                              std::uint32_t seed, int aim = -1) {
     BlockHeader& header = view.headers[block];
     const std::uint64_t full = Layout::full_mask(size_class);
     for (;;) {
@@ -171,7 +172,8 @@ struct Untyped {
         refresh(view, block, size_class);  // the active bit we followed is stale
         return 0;
       }
-      const std::uint64_t chosen = View::choose_slots(free_chunks, wanted, seed);
+      const std::uint64_t chosen = aim >= 0 ? std::uint64_t{1} << nth_set_bit(free_chunks, aim % popcount(free_chunks))
+                                            : View::choose_slots(free_chunks, wanted, seed);
       const std::uint64_t before = atomic_fetch_or(&header.allocation, chosen);
       const std::uint64_t reserved = chosen & ~before;
       if (reserved == 0) continue;  // others took them first, and so made progress
@@ -189,7 +191,9 @@ struct Untyped {
 
   /// Finds a block of @p size_class (or starts one) and reserves up to @p wanted chunks in it; at
   /// least one unless the heap is out of memory.
-  SOAHEAP_HD static Reservation reserve(const View& view, int size_class, int wanted, std::uint32_t seed) {
+  /// @p aim: see try_reserve (a lane of a diverged warp passes its rank among the lanes allocating
+  /// with it, so that lanes sharing the warp's seed, and so its blocks, take different chunks).
+  SOAHEAP_HD static Reservation reserve(const View& view, int size_class, int wanted, std::uint32_t seed, int aim = -1) {
     const BitmapView active_bits = active(view, size_class);
     int rounds_without_any_block = 0;
     for (int round = 0; round < kMaxAllocationRounds; ++round) {
@@ -197,8 +201,12 @@ struct Untyped {
       for (int lookup = 0; lookup < kActiveLookupAttempts; ++lookup) {
         const std::uint64_t block = active_bits.try_find_set(round_seed ^ (static_cast<std::uint32_t>(lookup) << 24));
         if (block == BitmapView::kNotFound) break;
-        const std::uint64_t chunks = try_reserve(view, block, size_class, wanted, round_seed + lookup);
+        const std::uint64_t chunks = try_reserve(view, block, size_class, wanted, round_seed + lookup, aim);
         if (chunks != 0) return {block, chunks};
+      }
+      if (aim > 0 && round < kFollowerRounds) {
+        back_off(round);  // the warp's first lane is probably starting a block with room for us
+        continue;
       }
       const std::uint64_t block = take_free_block(view, round_seed);
       if (block != BitmapView::kNotFound) {
@@ -209,7 +217,10 @@ struct Untyped {
         view.count_block_taken();
         return {block, chunks};
       }
-      if (active_bits.appears_empty() && nothing_in_transit(view, rounds_without_any_block)) return {0, 0};
+      // A failed pick with free blocks left only lost races to other takers: try again.
+      if (active_bits.appears_empty() && view.free_blocks().appears_empty() &&
+          nothing_in_transit(view, rounds_without_any_block))
+        return {0, 0};
     }
     return {0, 0};
   }
@@ -365,9 +376,10 @@ struct Untyped {
   }
 
   /// One thread's request (the host backend's path, and the device's for runs).
-  SOAHEAP_HD static void* allocate_alone(const View& view, std::uint64_t bytes, int route_class, std::uint32_t seed) {
+  SOAHEAP_HD static void* allocate_alone(const View& view, std::uint64_t bytes, int route_class, std::uint32_t seed,
+                                         int aim = -1) {
     if (route_class == Layout::kClassCount) return allocate_run(view, bytes, seed);
-    const Reservation reservation = reserve(view, route_class, 1, seed);
+    const Reservation reservation = reserve(view, route_class, 1, seed, aim);
     if (reservation.slots == 0) {
       record(view, HeapErrorKind::untyped_out_of_memory, bytes);
       return nullptr;
@@ -464,42 +476,48 @@ struct Untyped {
   /// HeapView::allocate_slot_in_warp and "Warp aggregation" in docs/architecture.md).
   __device__ static void* allocate_in_warp(const View& view, std::uint64_t bytes, int route_class) {
     const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    const std::uint64_t clock = static_cast<std::uint64_t>(clock64()) << 20;
     // Zero-byte requests get nullptr without an error, like a run of their own.
     const unsigned label = bytes == 0 ? static_cast<unsigned>(Layout::kClassCount) + 1 : static_cast<unsigned>(route_class);
+    const bool converged = whole_warp_converged();
     int one_chunk_class = 0;
-    if (whole_warp_converged()) {
+    if (converged) {
       __match_all_sync(kFullWarp, label, &one_chunk_class);
       one_chunk_class = one_chunk_class && label < static_cast<unsigned>(Layout::kClassCount);
     }
-    if (!one_chunk_class) {
-      if (bytes == 0) return nullptr;
-      const std::uint32_t seed = mix_seed(thread ^ clock);
-      void* result = allocate_alone(view, bytes, route_class, seed);  // a run, or chunks of one class
-      count_allocations(view, result != nullptr ? 1 : 0, result != nullptr ? bytes : 0, result != nullptr ? 0 : 1);
-      return result;
-    }
-    const int lane = lane_id();
-    std::uint32_t seed = mix_seed((thread / 32) ^ clock);
     std::uint64_t pointer = 0;
-    int served = 0;
-    while (served < 32) {
-      Reservation reservation{0, 0};
-      if (lane == 0) reservation = reserve(view, route_class, 32 - served, seed);
-      const std::uint64_t block = __shfl_sync(kFullWarp, reservation.block, 0);
-      const std::uint64_t chunks = __shfl_sync(kFullWarp, reservation.slots, 0);
-      if (chunks == 0) break;  // out of memory: the remaining lanes get nullptr
-      const int granted = popcount(chunks);
-      if (lane >= served && lane < served + granted)
-        pointer = reinterpret_cast<std::uint64_t>(chunk_address(view, block, route_class, nth_set_bit(chunks, lane - served)));
-      served += granted;
-      seed = mix_seed(seed + 1);
+    if (one_chunk_class) {
+      const int lane = lane_id();
+      std::uint32_t seed = mix_seed((thread / 32) ^ (static_cast<std::uint64_t>(clock64()) << 20));
+      int served = 0;
+      while (served < 32) {
+        Reservation reservation{0, 0};
+        if (lane == 0) reservation = reserve(view, route_class, 32 - served, seed);
+        const std::uint64_t block = __shfl_sync(kFullWarp, reservation.block, 0);
+        const std::uint64_t chunks = __shfl_sync(kFullWarp, reservation.slots, 0);
+        if (chunks == 0) break;  // out of memory: the remaining lanes get nullptr
+        const int granted = popcount(chunks);
+        if (lane >= served && lane < served + granted)
+          pointer = reinterpret_cast<std::uint64_t>(chunk_address(view, block, route_class, nth_set_bit(chunks, lane - served)));
+        served += granted;
+        seed = mix_seed(seed + 1);
+      }
+      if (pointer == 0) record(view, HeapErrorKind::untyped_out_of_memory, bytes);
+    } else if (bytes != 0) {
+      // As for objects: the warp's seed and the lane's rank steer lanes to the same blocks, apart.
+      const unsigned lanes = __activemask();
+      const std::uint32_t seed = mix_seed((thread / 32) ^ (std::uint64_t{lanes} << 32) ^ route_class);
+      pointer = reinterpret_cast<std::uint64_t>(allocate_alone(view, bytes, route_class, seed, popcount(lanes & lanes_below())));
     }
-    if (pointer == 0) record(view, HeapErrorKind::untyped_out_of_memory, bytes);
     const std::uint64_t succeeded = pointer != 0 ? 1 : 0;
-    const std::uint64_t successes = whole_warp_sum(succeeded);
-    const std::uint64_t requested = whole_warp_sum(succeeded * bytes);
-    if (lane == 0) count_allocations(view, successes, requested, 32 - successes);
+    const std::uint64_t failed = bytes != 0 && pointer == 0 ? 1 : 0;
+    if (converged) {  // every lane of the warp is here: count with one atomic per counter
+      const std::uint64_t successes = whole_warp_sum(succeeded);
+      const std::uint64_t requested = whole_warp_sum(succeeded * bytes);
+      const std::uint64_t failures = whole_warp_sum(failed);
+      if (lane_id() == 0) count_allocations(view, successes, requested, failures);
+    } else {
+      count_allocations(view, succeeded, succeeded * bytes, failed);
+    }
     return reinterpret_cast<void*>(pointer);
   }
 #else

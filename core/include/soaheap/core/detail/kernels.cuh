@@ -51,26 +51,28 @@ ArgumentPack<Head, Tail...> make_argument_pack(const Head& head, const Tail&... 
   return {head, make_argument_pack(tail...)};
 }
 
-/// Adds @p value to @p counter and returns the old value plus the values of lower lanes: one
-/// atomic per warp instead of one per thread when the whole warp adds to the same counter
-/// together, one per thread otherwise (lanes may name different counters: enumeration targets,
-/// defrag windows; and a partial group is not safe to aggregate, see "Warp aggregation" in
-/// docs/architecture.md).
+/// Adds @p value to @p counter and returns the old value plus the values of lower lanes adding to
+/// the same counter: one atomic per counter and warp when the whole warp calls it together (lanes
+/// may name different counters: enumeration targets, defrag windows), one per thread otherwise.
+/// Every shuffle names the whole warp, so no lane can read a leader that has not arrived; a
+/// partial group is not aggregated (see "Warp aggregation" in docs/architecture.md).
 SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std::uint64_t value) {
 #if SOAHEAP_DEVICE_CODE
-  int same_counter = 0;
-  if (whole_warp_converged()) __match_all_sync(kFullWarp, reinterpret_cast<std::uint64_t>(counter), &same_counter);
-  if (!same_counter) return atomic_fetch_add(counter, value);
-  const int lane = lane_id();
-  std::uint64_t inclusive = value;
-  for (int offset = 1; offset < 32; offset *= 2) {
-    const std::uint64_t lower = __shfl_up_sync(kFullWarp, inclusive, offset);
-    if (lane >= offset) inclusive += lower;
+  if (!whole_warp_converged()) return atomic_fetch_add(counter, value);
+  const unsigned peers = __match_any_sync(kFullWarp, reinterpret_cast<std::uint64_t>(counter));
+  const unsigned below = lanes_below();
+  std::uint64_t before_me = 0;
+  std::uint64_t total = 0;
+  for (int lane = 0; lane < 32; ++lane) {
+    const std::uint64_t other = __shfl_sync(kFullWarp, value, lane);
+    if ((peers >> lane) & 1u) {
+      total += other;
+      if ((below >> lane) & 1u) before_me += other;
+    }
   }
-  const std::uint64_t total = __shfl_sync(kFullWarp, inclusive, 31);
   std::uint64_t base = 0;
-  if (lane == 0) base = atomic_fetch_add(counter, total);
-  return __shfl_sync(kFullWarp, base, 0) + inclusive - value;
+  if ((peers & below) == 0) base = atomic_fetch_add(counter, total);  // the first lane of its counter
+  return __shfl_sync(kFullWarp, base, __ffs(static_cast<int>(peers)) - 1) + before_me;
 #else
   return atomic_fetch_add(counter, value);
 #endif

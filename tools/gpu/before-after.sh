@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Speed of two builds in one run on one GPU: the applications (soaheap-bench, defragmentation off
+# and on) and malloc_bench, alternating before/after so that both see the same machine state.
+# Usage: tools/gpu/before-after.sh BIN_BEFORE BIN_AFTER OUT_DIR [rounds]
+# Writes OUT_DIR/{before,after}_bench{N}.txt|.jsonl, OUT_DIR/{before,after}_malloc.jsonl, and
+# OUT_DIR/compare.txt (per application: total_time_s before, after, ratio; the median over rounds).
+set -uo pipefail
+before="$1"; after="$2"; out="$3"; rounds="${4:-1}"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+for round in $(seq 1 "$rounds"); do
+  for side in before after; do
+    bin="$before"; [ "$side" = after ] && bin="$after"
+    python3 "$root/tools/bench_runner/soaheap-bench" --bin-dir "$bin" --backend cuda --mass-threshold 5% \
+      --no-baselines --timeout 120 --output "$out/${side}_bench$round.jsonl" >"$out/${side}_bench$round.txt" 2>&1
+  done
+done
+for side in before after; do
+  bin="$before"; [ "$side" = after ] && bin="$after"
+  [ -x "$bin/malloc_bench" ] && timeout 300 "$bin/malloc_bench" --backend cuda --no-platform >"$out/${side}_malloc.jsonl" 2>&1
+done
+python3 - "$out" "$rounds" >"$out/compare.txt" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def times(side):
+    result = {}
+    for r in range(1, rounds + 1):
+        try:
+            lines = open(f"{out}/{side}_bench{r}.jsonl").read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            key = (row.get("app") or row.get("application"), row.get("defrag_policy", "none"))
+            if row.get("total_time_s") is not None:
+                result.setdefault(key, []).append(row["total_time_s"])
+    return {k: statistics.median(v) for k, v in result.items()}
+b, a = times("before"), times("after")
+print(f"{'application':<14} {'defrag':<12} {'before s':>9} {'after s':>9} {'after/before':>12}")
+for key in sorted(set(b) & set(a), key=str):
+    print(f"{str(key[0]):<14} {str(key[1]):<12} {b[key]:>9.3f} {a[key]:>9.3f} {a[key] / b[key]:>12.3f}")
+PY
+cat "$out/compare.txt"
