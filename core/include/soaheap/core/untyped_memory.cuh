@@ -378,7 +378,9 @@ struct Untyped {
   /// One thread's request (the host backend's path, and the device's for runs).
   SOAHEAP_HD static void* allocate_alone(const View& view, std::uint64_t bytes, int route_class, std::uint32_t seed,
                                          int aim = -1) {
-    if (route_class == Layout::kClassCount) return allocate_run(view, bytes, seed);
+    // Lanes of one warp share the seed: runs start their scans apart by rank.
+    if (route_class == Layout::kClassCount)
+      return allocate_run(view, bytes, seed + static_cast<std::uint32_t>(aim > 0 ? aim : 0) * 0x9e3779b9u);
     const Reservation reservation = reserve(view, route_class, 1, seed, aim);
     if (reservation.slots == 0) {
       record(view, HeapErrorKind::untyped_out_of_memory, bytes);
