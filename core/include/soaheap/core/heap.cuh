@@ -209,12 +209,25 @@ class Heap {
   }
 
   /// @brief Host-side visit of every live object of T and its subclasses (a copy for the cuda
-  /// backend): fn(const T*) may read fields; writes are not copied back. For tests and tools.
+  /// backend): fn(const T*) may read fields; to write, use for_each_writable. For tests and tools.
   /// On the cuda backend pointer fields hold device addresses: compare them, never follow them.
   template <class T, class Function>
   void for_each(Function&& fn) const {
     const Snapshot snapshot = take_snapshot(true);
     snapshot.view.template for_each_object<T>([&](T* object) { fn(static_cast<const T*>(object)); });
+  }
+
+  /// @brief Host-side visit that may write: fn(T*) for every live object of T and its subclasses,
+  /// and the fields it writes reach the heap. On the cuda backend the heap's data is copied to the
+  /// host and back (whole, so use it between kernels: setup, checks, rendering, not per
+  /// iteration). fn must not create or destroy objects, and pointer fields hold device addresses
+  /// there: compare or assign them, never follow them.
+  template <class T, class Function>
+  void for_each_writable(Function&& fn) {
+    const OperationGuard guard(*this, "for_each_writable");
+    const Snapshot snapshot = take_snapshot(true);
+    snapshot.view.template for_each_object<T>([&](T* object) { fn(object); });
+    if (options_.backend == Backend::cuda) data_.copy_from_host(0, snapshot.data.get(), data_.bytes());
   }
 
   /// @brief Number of live objects of T and its subclasses.

@@ -49,12 +49,13 @@ class AllocatorHandle {
   /// host backend.
   /// @throw soaheap::usage_error when compiled by nvcc and no GPU is present
   /// @param unified_memory accepted for source compatibility; soaheap keeps the heap in device
-  ///        memory (a warning says so), and host-side device_do() reads a copy instead
+  ///        memory (a warning says so), and host-side device_do() works on a copy that is
+  ///        copied back
   explicit AllocatorHandle(bool unified_memory = false) : AllocatorHandle(default_options()) {
     if (unified_memory)
       ::soaheap::detail::library_logger()->warn(
           "DynaSOAr compatibility: unified memory is not supported; the heap stays in {} memory and "
-          "host-side device_do() works on a copy",
+          "host-side device_do() works on a copy that is copied back",
           ::soaheap::to_string(heap_.backend()));
   }
 
@@ -112,12 +113,13 @@ class AllocatorHandle {
 
   /// @brief Host-side device_do: runs `(object->*func)(args...)` (a member function) or
   /// `func(object, args...)` (a lambda, as collision's checksum does) for every object of T and its
-  /// subclasses. On the host backend it works on the heap itself; on cuda on a host copy, so the
-  /// function may read fields (e.g. for rendering) but its writes are discarded and pointer fields
-  /// must not be followed (DynaSOAr needs unified memory for this).
+  /// subclasses. On the host backend it works on the heap itself; on cuda on a host copy of the
+  /// heap's data that is copied back afterwards, so the function's field writes reach the heap
+  /// (Heap::for_each_writable). Pointer fields hold device addresses there: never follow them
+  /// (DynaSOAr needs unified memory for this).
   template <class T, class F, class... Args>
   void device_do(F func, Args... args) {
-    heap_.template for_each<T>([&](const T* object) { std::invoke(func, const_cast<T*>(object), args...); });
+    heap_.template for_each_writable<T>([&](T* object) { std::invoke(func, object, args...); });
   }
 
   // ---- defragmentation --------------------------------------------------------------------------
