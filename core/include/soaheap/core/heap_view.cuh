@@ -39,6 +39,9 @@ inline constexpr int kMaxAllocationRounds = 1 << 16;
 /// Rounds in which a thread must find neither a free nor an active block before it reports out of
 /// memory although some block is still being published by another thread.
 inline constexpr int kOutOfMemoryConfirmations = 16;
+/// Rounds that must find the heap empty before out of memory stands even with no block in
+/// transit: a block's active bit can be off for a moment while a stale refresh settles.
+inline constexpr int kOutOfMemoryEmptyChecks = 3;
 /// Rounds in which a lane of a diverged warp that is not the first of its warp to allocate leaves
 /// starting a new block to that first lane (backing off meanwhile), so that a diverged warp fills
 /// one new block rather than one block per lane.
@@ -203,7 +206,9 @@ class HeapView {
       // descheduled (host threads on few cores) gets the time to finish before the answer stands.
       // A failed clear_any with free blocks left only lost races to other takers: try again.
       if (active.appears_empty() && free_blocks().appears_empty()) {
-        if (detail::atomic_load(&state->blocks_in_transit) == 0 || ++empty_rounds >= detail::kOutOfMemoryConfirmations) {
+        ++empty_rounds;
+        if ((empty_rounds >= detail::kOutOfMemoryEmptyChecks && detail::atomic_load(&state->blocks_in_transit) == 0) ||
+            empty_rounds >= detail::kOutOfMemoryConfirmations) {
           record_error(HeapErrorKind::out_of_memory, kClass, block_count);
           return {0, 0};
         }

@@ -238,7 +238,10 @@ struct Untyped {
   /// often enough that the answer stands anyway (see HeapView::reserve_slots); otherwise it backs
   /// off a little longer each time, so that a descheduled publisher gets to finish.
   SOAHEAP_HD static bool nothing_in_transit(const View& view, int& empty_rounds) {
-    if (atomic_load(&view.state->blocks_in_transit) == 0 || ++empty_rounds >= kOutOfMemoryConfirmations) return true;
+    ++empty_rounds;
+    if ((empty_rounds >= kOutOfMemoryEmptyChecks && atomic_load(&view.state->blocks_in_transit) == 0) ||
+        empty_rounds >= kOutOfMemoryConfirmations)
+      return true;
     back_off(empty_rounds);
     return false;
   }
