@@ -205,18 +205,25 @@ class HeapView {
       // Between such rounds the thread backs off, growing the pause, so that a publisher that was
       // descheduled (host threads on few cores) gets the time to finish before the answer stands.
       // A failed clear_any with free blocks left only lost races to other takers: try again.
-      if (active.appears_empty() && free_blocks().appears_empty()) {
-        ++empty_rounds;
-        if ((empty_rounds >= detail::kOutOfMemoryEmptyChecks && detail::atomic_load(&state->blocks_in_transit) == 0) ||
-            empty_rounds >= detail::kOutOfMemoryConfirmations) {
-          record_error(HeapErrorKind::out_of_memory, kClass, block_count);
-          return {0, 0};
-        }
-        detail::back_off(empty_rounds);
+      if (active.appears_empty() && free_blocks().appears_empty() && out_of_memory_stands(empty_rounds)) {
+        record_error(HeapErrorKind::out_of_memory, kClass, block_count);
+        return {0, 0};
       }
     }
     record_error(HeapErrorKind::allocation_starved, kClass, block_count);
     return {0, 0};
+  }
+
+  /// @brief Called after a round that found the heap empty (no block of the class with room, none
+  /// free): true once the answer stands (see reserve_slots); otherwise it backs off, a little
+  /// longer each time, and the caller tries again. Typed and untyped memory share it.
+  SOAHEAP_HD bool out_of_memory_stands(int& empty_rounds) const {
+    ++empty_rounds;
+    if ((empty_rounds >= detail::kOutOfMemoryEmptyChecks && detail::atomic_load(&state->blocks_in_transit) == 0) ||
+        empty_rounds >= detail::kOutOfMemoryConfirmations)
+      return true;
+    detail::back_off(empty_rounds);
+    return false;
   }
 
   // ---- deallocation ----------------------------------------------------------------------------------
@@ -357,8 +364,7 @@ class HeapView {
   }
 
   /// Reserves up to @p wanted free slots of @p block for class @p class_index; returns them (0: none).
-  /// With @p aim >= 0 (a lane of a diverged warp, wanted = 1) it takes the aim-th free slot
-  /// (modulo their number), so that lanes of one warp reserving in one block rarely collide.
+  /// @p aim: see choose_slots.
   SOAHEAP_HD std::uint64_t try_reserve_in_block(std::uint64_t block, int class_index, int wanted,
                                                 std::uint32_t seed, int aim = -1) const {
     BlockHeader& header = headers[block];
@@ -371,9 +377,7 @@ class HeapView {
         refresh_block_state(block, class_index);
         return 0;
       }
-      const std::uint64_t chosen =
-          aim >= 0 ? std::uint64_t{1} << detail::nth_set_bit(free_slots, aim % detail::popcount(free_slots))
-                   : choose_slots(free_slots, wanted, seed);
+      const std::uint64_t chosen = choose_slots(free_slots, wanted, seed, aim);
       // Acquire: if the block was restarted for another class, the class id below is the new one.
       const std::uint64_t before = detail::atomic_fetch_or_acquire(&header.allocation, chosen);
       const std::uint64_t reserved = chosen & ~before;
@@ -395,7 +399,10 @@ class HeapView {
   }
 
   /// Up to @p wanted set bits of @p free_slots, starting at a seed-dependent position.
-  SOAHEAP_HD static std::uint64_t choose_slots(std::uint64_t free_slots, int wanted, std::uint32_t seed) {
+  /// With @p aim >= 0 (a lane of a diverged warp, wanted = 1): the aim-th free slot, modulo their
+  /// number, so that lanes of one warp reserving in one block rarely collide.
+  SOAHEAP_HD static std::uint64_t choose_slots(std::uint64_t free_slots, int wanted, std::uint32_t seed, int aim = -1) {
+    if (aim >= 0) return std::uint64_t{1} << detail::nth_set_bit(free_slots, aim % detail::popcount(free_slots));
     if (wanted <= 1) return std::uint64_t{1} << detail::pick_set_bit(free_slots, seed);
     if (detail::popcount(free_slots) <= wanted) return free_slots;
     std::uint64_t chosen = 0;

@@ -159,8 +159,8 @@ struct Untyped {
     view.free_blocks().set(block);
   }
 
-  /// Reserves up to @p wanted free chunks of @p block for @p size_class (0: none); with @p aim >= 0
-  /// it takes the aim-th free chunk (HeapView::try_reserve_in_block).
+  /// Reserves up to @p wanted free chunks of @p block for @p size_class (0: none); @p aim: see
+  /// HeapView::choose_slots.
   SOAHEAP_HD static std::uint64_t try_reserve(const View& view, std::uint64_t block, int size_class, int wanted,
                                               std::uint32_t seed, int aim = -1) {
     BlockHeader& header = view.headers[block];
@@ -172,8 +172,7 @@ struct Untyped {
         refresh(view, block, size_class);  // the active bit we followed is stale
         return 0;
       }
-      const std::uint64_t chosen = aim >= 0 ? std::uint64_t{1} << nth_set_bit(free_chunks, aim % popcount(free_chunks))
-                                            : View::choose_slots(free_chunks, wanted, seed);
+      const std::uint64_t chosen = View::choose_slots(free_chunks, wanted, seed, aim);
       const std::uint64_t before = atomic_fetch_or(&header.allocation, chosen);
       const std::uint64_t reserved = chosen & ~before;
       if (reserved == 0) continue;  // others took them first, and so made progress
@@ -219,7 +218,7 @@ struct Untyped {
       }
       // A failed pick with free blocks left only lost races to other takers: try again.
       if (active_bits.appears_empty() && view.free_blocks().appears_empty() &&
-          nothing_in_transit(view, rounds_without_any_block))
+          view.out_of_memory_stands(rounds_without_any_block))
         return {0, 0};
     }
     return {0, 0};
@@ -232,18 +231,6 @@ struct Untyped {
     const std::uint64_t block = view.free_blocks().clear_any(seed);
     if (block == BitmapView::kNotFound) atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});
     return block;
-  }
-
-  /// True when no block is on its way to being published, or this thread has seen an empty heap
-  /// often enough that the answer stands anyway (see HeapView::reserve_slots); otherwise it backs
-  /// off a little longer each time, so that a descheduled publisher gets to finish.
-  SOAHEAP_HD static bool nothing_in_transit(const View& view, int& empty_rounds) {
-    ++empty_rounds;
-    if ((empty_rounds >= kOutOfMemoryEmptyChecks && atomic_load(&view.state->blocks_in_transit) == 0) ||
-        empty_rounds >= kOutOfMemoryConfirmations)
-      return true;
-    back_off(empty_rounds);
-    return false;
   }
 
   // ---- runs of blocks -------------------------------------------------------------------------------
@@ -334,7 +321,7 @@ struct Untyped {
         return reinterpret_cast<void*>(view.data_address(first));
       }
       atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});
-      if (first == BitmapView::kNotFound && nothing_in_transit(view, rounds_without_run)) break;
+      if (first == BitmapView::kNotFound && view.out_of_memory_stands(rounds_without_run)) break;
     }
     record(view, HeapErrorKind::untyped_out_of_memory, bytes);
     return nullptr;
@@ -378,7 +365,8 @@ struct Untyped {
     return size_class >= 0 ? size_class : Layout::kClassCount;
   }
 
-  /// One thread's request (the host backend's path, and the device's for runs).
+  /// One thread's request (the host backend's path; on the device, runs and lanes of a diverged
+  /// warp, with their rank as @p aim).
   SOAHEAP_HD static void* allocate_alone(const View& view, std::uint64_t bytes, int route_class, std::uint32_t seed,
                                          int aim = -1) {
     // Lanes of one warp share the seed: runs start their scans apart by rank.

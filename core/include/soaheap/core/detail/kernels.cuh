@@ -63,6 +63,17 @@ SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std
   const unsigned below = lanes_below();
   std::uint64_t before_me = 0;
   std::uint64_t total = 0;
+  if (peers == kFullWarp) {  // one counter for the warp (the common case): a five-step scan
+    std::uint64_t inclusive = value;
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const std::uint64_t lower = __shfl_up_sync(kFullWarp, inclusive, offset);
+      if (lane_id() >= offset) inclusive += lower;
+    }
+    total = __shfl_sync(kFullWarp, inclusive, 31);
+    std::uint64_t base = 0;
+    if (below == 0) base = atomic_fetch_add(counter, total);
+    return __shfl_sync(kFullWarp, base, 0) + inclusive - value;
+  }
   for (int lane = 0; lane < 32; ++lane) {
     const std::uint64_t other = __shfl_sync(kFullWarp, value, lane);
     if ((peers >> lane) & 1u) {
