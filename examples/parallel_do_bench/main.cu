@@ -2,6 +2,8 @@
 //   empty:  parallel_do over a class with no objects (the floor: enumeration + an empty method kernel)
 //   axpy:   y += a·x over N objects with parallel_do, against the same loop over plain arrays
 //           launched by the same executor (what a hand-written SOA kernel does)
+//   axpy_half_destroyed: the same after half of the objects, chosen at random, were destroyed
+//           (the blocks stay half full: every block is still read), against the plain loop over N
 // Each case runs --repetitions times back to back and waits once at the end, as an application's
 // iteration loop does; one JSON line per case.
 
@@ -27,6 +29,11 @@ class Particle : public soaheap::Object<Particle> {
     y = 0.0f;
   }
   SOAHEAP_HD void axpy(float a) { y += a * x; }
+  /// Destroys this object with probability 1/2 (a hash of its address and @p seed).
+  template <class View>
+  SOAHEAP_HD void maybe_destroy(const View& heap, std::uint32_t seed) {
+    if (soaheap::detail::mix_seed(reinterpret_cast<std::uintptr_t>(this) ^ seed) & 1u) soaheap::destroy(heap, this);
+  }
 };
 
 class Unused : public soaheap::Object<Unused> {
@@ -97,10 +104,20 @@ int main(int argc, char** argv) {
       if (count != 0) result["ns_per_object"] = seconds * 1e9 / static_cast<double>(count);
       std::cout << result.dump() << std::endl;
     };
+    heap.parallel_do<pdo::Particle, &pdo::Particle::maybe_destroy<pdo::BenchHeap::View>>(heap.view(), 20251124u);
+    const std::uint64_t survivors = heap.count<pdo::Particle>();
+    const double half_destroyed =
+        pdo::seconds_per_call(repetitions, [&] { heap.parallel_do<pdo::Particle, &pdo::Particle::axpy>(0.5f); }, wait);
+
     line("empty_class", empty, 0);
     line("axpy_parallel_do", with_objects, objects);
     line("axpy_plain_arrays", arrays, objects);
-    std::cout << nlohmann::json{{"bench", "parallel_do"}, {"case", "ratio"}, {"axpy_parallel_do_over_arrays", with_objects / arrays}}.dump()
+    line("axpy_half_destroyed", half_destroyed, survivors);
+    std::cout << nlohmann::json{{"bench", "parallel_do"},
+                                {"case", "ratio"},
+                                {"axpy_parallel_do_over_arrays", with_objects / arrays},
+                                {"axpy_half_destroyed_over_arrays", half_destroyed / arrays}}
+                     .dump()
               << std::endl;
     heap.validate(soaheap::Validation::structure);
     return 0;

@@ -6,6 +6,7 @@
 #include <soaheap/base/portability.cuh>
 #include <soaheap/core/thread_pool.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -56,8 +57,25 @@ namespace detail {
 inline constexpr unsigned kThreadsPerCudaBlock = 256;
 
 #if SOAHEAP_HAS_CUDA
+/// Lets a kernel launched after this one with programmatic stream serialization (launch_counted)
+/// start its launch now; that kernel still waits for this one's completion and memory in
+/// wait_for_previous_kernel. A no-op without such a kernel and before sm_90.
+__device__ inline void allow_next_kernel_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+/// Waits until the kernel before this one in the stream has finished and its writes are visible
+/// (needed only when this kernel was launched with programmatic stream serialization).
+__device__ inline void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+}
+
 template <class Body>
 __global__ void for_each_thread_kernel(Body body, std::uint64_t count) {
+  allow_next_kernel_launch();
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; tid < count;
        tid += stride) {
@@ -72,12 +90,41 @@ __global__ void for_each_thread_kernel(Body body, std::uint64_t count) {
 template <class Body>
 __global__ void for_each_counted_thread_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
                                                std::uint64_t* last_total) {
+  wait_for_previous_kernel();
   const std::uint64_t total = *count * scale;
   if (last_total != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; tid < total;
        tid += stride) {
     body(tid);
+  }
+}
+
+/// for_each_counted_thread_kernel for bodies with prefetch(tid) and run(tid, item): a thread block
+/// serves kRows consecutive rows of blockDim items, and each thread first issues the list loads of
+/// its kRows items and then runs them. Its field loads then wait for one memory round trip per item
+/// instead of two (list, then fields), which is what keeps a streaming parallel_do at the speed of
+/// a loop over plain arrays (docs/performance.md, "The core loop").
+template <int kRows, class Body>
+__global__ void for_each_counted_row_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
+                                            std::uint64_t* last_total) {
+  wait_for_previous_kernel();
+  const std::uint64_t total = *count * scale;
+  if (last_total != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
+  const std::uint64_t chunk_items = static_cast<std::uint64_t>(kRows) * blockDim.x;
+  for (std::uint64_t first = blockIdx.x * chunk_items + threadIdx.x; first < total;
+       first += static_cast<std::uint64_t>(gridDim.x) * chunk_items) {
+    typename Body::Item items[kRows];
+SOAHEAP_UNROLL
+    for (int row = 0; row < kRows; ++row) {
+      const std::uint64_t tid = first + static_cast<std::uint64_t>(row) * blockDim.x;
+      if (tid < total) items[row] = body.prefetch(tid);
+    }
+SOAHEAP_UNROLL
+    for (int row = 0; row < kRows; ++row) {
+      const std::uint64_t tid = first + static_cast<std::uint64_t>(row) * blockDim.x;
+      if (tid < total) body.run(tid, items[row]);
+    }
   }
 }
 #endif
@@ -133,34 +180,53 @@ struct Executor {
   /// contention, pointer chasing) then get the hardware's dynamic block scheduling, which a fixed
   /// stride loses (wa-tor's Fish::commit_move on an H100: 56 ms strided, 19 ms one thread per
   /// item), while a list that shrank or is empty does not pay for the heap's capacity.
-  template <class Body>
+  /// With @p kRows > 1 the body has prefetch/run, and a launch whose list is large (at least 2·kRows
+  /// waves of resident threads by the hint) serves kRows items per thread
+  /// (for_each_counted_row_kernel) when that kernel keeps full occupancy (a light method: a
+  /// streaming loop). Methods that need more registers, and lists that would not fill the GPU
+  /// kRows times over, keep one thread per item: the rows of a thread run one after the other, which
+  /// costs methods of varying cost their dynamic scheduling and few-object lists their parallelism
+  /// (collision's O(n²) methods over 65 k bodies: 7× slower with 4 rows on an H100).
+  template <int kRows = 1, class Body>
   void launch_counted(const std::uint64_t* count, std::uint64_t scale, std::uint64_t max_count, const LaunchHint& hint,
                       const Body& body) const {
     if (max_count == 0) return;
     if (backend == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
-      const std::uint64_t bound = (max_count + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
-      std::uint64_t blocks = 0;
-      if (hint.host == nullptr) {
-        // One wave (computed once per kernel; the program's device is assumed not to change).
-        static const std::uint64_t resident = [] {
-          int per_multiprocessor = 0;
-          SOAHEAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-              &per_multiprocessor, for_each_counted_thread_kernel<Body>, kThreadsPerCudaBlock, 0));
-          const int multiprocessors = cuda_multiprocessors();
-          return static_cast<std::uint64_t>(per_multiprocessor < 1 ? 1 : per_multiprocessor) *
-                 static_cast<std::uint64_t>(multiprocessors < 1 ? 1 : multiprocessors);
-        }();
-        blocks = resident;
-      } else {
+      const auto blocks_per_multiprocessor = [](auto kernel) {
+        int blocks = 0;
+        SOAHEAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreadsPerCudaBlock, 0));
+        return static_cast<std::uint64_t>(blocks < 1 ? 1 : blocks);
+      };
+      // Computed once per kernel; the program's device is assumed not to change.
+      static const std::uint64_t multiprocessors = static_cast<std::uint64_t>(cuda_multiprocessors() < 1 ? 1 : cuda_multiprocessors());
+      static const std::uint64_t resident_blocks =
+          blocks_per_multiprocessor(for_each_counted_thread_kernel<Body>) * multiprocessors;
+      std::uint64_t expected = max_count;
+      if (hint.host != nullptr) {
         // Written by the device while we read it: any value it had is a valid estimate.
         const std::uint64_t last = *static_cast<const volatile std::uint64_t*>(hint.host);
-        const std::uint64_t expected = last == LaunchHint::kUnknown ? max_count : last + last / 8 + kThreadsPerCudaBlock;
-        blocks = (expected + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
+        if (last != LaunchHint::kUnknown) expected = last + last / 8 + kThreadsPerCudaBlock;
       }
+      if constexpr (kRows > 1) {
+        static const bool light = [&] {
+          const std::uint64_t full = 2048 / kThreadsPerCudaBlock;  // resident threads per SM on sm_70..sm_90
+          return blocks_per_multiprocessor(for_each_counted_row_kernel<kRows, Body>) >= full;
+        }();
+        const std::uint64_t waves = resident_blocks * kThreadsPerCudaBlock;
+        if (light && hint.host != nullptr && expected >= 2 * kRows * waves) {
+          constexpr std::uint64_t kItemsPerBlock = std::uint64_t{kThreadsPerCudaBlock} * kRows;
+          const std::uint64_t blocks = (std::min(expected, max_count) + kItemsPerBlock - 1) / kItemsPerBlock;
+          launch_after_previous(for_each_counted_row_kernel<kRows, Body>, blocks, body, count, scale, hint.device);
+          return;
+        }
+      }
+      // One wave that strides without a hint; with one, a thread per expected item.
+      const std::uint64_t bound = (max_count + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
+      const std::uint64_t blocks =
+          hint.host == nullptr ? resident_blocks : (expected + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
       const unsigned grid = static_cast<unsigned>(blocks < bound ? blocks : bound);
-      for_each_counted_thread_kernel<<<grid, kThreadsPerCudaBlock, 0, stream>>>(body, count, scale, hint.device);
-      SOAHEAP_CUDA_CHECK(cudaGetLastError());
+      launch_after_previous(for_each_counted_thread_kernel<Body>, grid, body, count, scale, hint.device);
 #else
       throw usage_error("the cuda backend is not compiled into this translation unit (compile it with nvcc)");
 #endif
@@ -170,6 +236,27 @@ struct Executor {
       if (total != 0) pool->run(total, [&body](std::uint64_t tid) { body(tid); });
     }
   }
+
+#if SOAHEAP_HAS_CUDA
+  /// Launches a counted kernel with programmatic stream serialization: its launch overlaps the end
+  /// of the kernel before it (which calls allow_next_kernel_launch), and the kernel waits for that
+  /// one's results in wait_for_previous_kernel before it reads its count. Saves most of a launch
+  /// latency per dependent pair, e.g. parallel_do's enumeration and method kernel.
+  template <class Body>
+  void launch_after_previous(void (*kernel)(Body, const std::uint64_t*, std::uint64_t, std::uint64_t*), std::uint64_t blocks,
+                             const Body& body, const std::uint64_t* count, std::uint64_t scale, std::uint64_t* last_total) const {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(blocks));
+    config.blockDim = dim3(kThreadsPerCudaBlock);
+    config.stream = stream;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    SOAHEAP_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, body, count, scale, last_total));
+  }
+#endif
 
   /// Waits for every launch so far (cuda) and reports a failed kernel.
   void synchronize() const {

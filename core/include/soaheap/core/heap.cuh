@@ -169,11 +169,13 @@ class Heap {
   }
 
   /// @brief Runs `Method` on every object of T and its subclasses that exists when the call starts.
-  /// Objects created meanwhile are not visited; the method may destroy `this`.
+  /// Objects created meanwhile are not visited. The method may destroy `this` and objects of
+  /// classes outside T's hierarchy, but no other object of T or its subclasses (DynaSOAr's rule:
+  /// the visit of such an object could not tell whether it comes before or after the destroy).
   /// One enumeration kernel, whatever the class count, lists the blocks of every concrete subclass and
   /// takes their iteration snapshots (so objects of one subclass created by the method of another are
   /// not visited either); then one method kernel per concrete subclass reads its block count on the
-  /// device. Nothing is allocated, copied or waited for.
+  /// device, each thread serving kParallelDoRows objects. Nothing is allocated, copied or waited for.
   template <class T, auto Method, class... Arguments>
   void parallel_do(const Arguments&... arguments) {
     const OperationGuard guard(*this, "parallel_do");
@@ -182,25 +184,32 @@ class Heap {
       using Pack = decltype(detail::make_argument_pack(arguments...));
       const Pack pack = detail::make_argument_pack(arguments...);
       const View heap_view = view();
-      detail::EnumerateKernel<View, kTargets> enumerate{heap_view, shape_.level_words[0], {}};
+      detail::EnumerateKernel<View, kTargets> enumerate{heap_view, block_count_, {}};
       int target = 0;
       View::template for_each_concrete_subclass<T>([&](auto tag) {
         using C = detail::tag_type_t<decltype(tag)>;
         enumerate.targets[target++] = next_enumeration(class_id<C>);
       });
       enumeration_timer_.start(executor_);
-      executor_.launch(static_cast<std::uint64_t>(kTargets) * shape_.level_words[0], enumerate);
+      executor_.launch(static_cast<std::uint64_t>(kTargets) * block_count_, enumerate);
       enumeration_timer_.stop(executor_);
       target = 0;
       View::template for_each_concrete_subclass<T>([&](auto tag) {
         using C = detail::tag_type_t<decltype(tag)>;
         const detail::EnumerationTarget& list = enumerate.targets[target++];
-        executor_.launch_counted(list.count, capacity<C>, block_count_ * capacity<C>,
-                                 list_buffer(1 + class_id<C>).launch_hint.hint(),
-                                 detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, pack});
+        executor_.template launch_counted<kParallelDoRows>(
+            list.count, capacity<C>, block_count_ * capacity<C>, list_buffer(1 + class_id<C>).launch_hint.hint(),
+            detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, list.masks, pack});
       });
     }
   }
+
+  /// Items each thread of a method kernel serves (see detail::for_each_counted_row_kernel).
+#ifdef SOAHEAP_EXP_PARALLEL_DO_ROWS
+  static constexpr int kParallelDoRows = SOAHEAP_EXP_PARALLEL_DO_ROWS;
+#else
+  static constexpr int kParallelDoRows = 4;
+#endif
 
   /// Number of concrete classes of the heap that are T or derive from it.
   template <class T>
@@ -556,6 +565,7 @@ class Heap {
   /// the next will use, so no separate reset is needed), [2] receives stream compaction counts.
   struct ListBuffer {
     detail::Memory ids;
+    detail::Memory masks;  ///< parallel_do's iteration snapshots, one per listed block (made on first use)
     detail::Memory counters;
     detail::LaunchHintWord launch_hint;  ///< threads of the last parallel_do over this list
     int parity = 0;
@@ -574,8 +584,13 @@ class Heap {
   detail::EnumerationTarget next_enumeration(int class_index) const {
     ListBuffer& buffer = list_buffer(1 + class_index);
     std::uint64_t* counters = buffer.counters.template as<std::uint64_t>();
-    const detail::EnumerationTarget target{class_index, View::full_mask(class_index), buffer.ids.template as<std::uint32_t>(),
-                                           counters + buffer.parity, counters + (1 - buffer.parity)};
+    if (buffer.masks.get() == nullptr) buffer.masks = detail::Memory(options_.backend, (block_count_ + 1) * sizeof(std::uint64_t));
+    const detail::EnumerationTarget target{class_index,
+                                           View::full_mask(class_index),
+                                           buffer.ids.template as<std::uint32_t>(),
+                                           buffer.masks.template as<std::uint64_t>(),
+                                           counters + buffer.parity,
+                                           counters + (1 - buffer.parity)};
     buffer.parity = 1 - buffer.parity;
     return target;
   }

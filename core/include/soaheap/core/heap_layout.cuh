@@ -17,7 +17,7 @@ namespace soaheap {
 /// padding (what makes ≥ 97 % heap utilization possible for 64-byte objects).
 struct BlockHeader {
   std::uint64_t allocation;  ///< bit s: slot s holds an object; all ones while the block is free
-  std::uint64_t iteration;   ///< objects a running parallel_do still has to visit
+  std::uint64_t iteration;   ///< untyped runs: run length (head) or head id (body); unused by typed blocks
   std::uint32_t class_id;    ///< class of the objects in this block
   std::uint32_t reserved;
 };

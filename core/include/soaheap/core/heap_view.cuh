@@ -254,8 +254,9 @@ class HeapView {
     // Release: the object's field stores (constructor, methods, destructor) must be visible before
     // its slot is, or the next owner's constructor could be overwritten by a store still on its way.
     detail::release_fence();
+    // A running parallel_do keeps its own snapshot (the block list): only `this` may be destroyed
+    // among the objects it visits, and its visit has begun, so nothing here needs to tell it.
     const std::uint64_t slot_mask = std::uint64_t{1} << slot;
-    detail::atomic_fetch_and(&headers[block].iteration, ~slot_mask);  // a running parallel_do skips it
     if (!release_slots(block, slot_mask)) record_error(HeapErrorKind::destroy_of_free_slot, runtime_class, block);
   }
 

@@ -44,7 +44,13 @@ class Field {
     const int capacity = detail::capacity_of(object);
     const std::uint64_t array_offset =
         detail::soa_array_offset<all_field_types_t<Owner>, global_index()>(capacity);
-    return reinterpret_cast<value_type*>(detail::data_address_of(object) + array_offset) + detail::slot_of(object);
+    value_type* const value = reinterpret_cast<value_type*>(detail::data_address_of(object) + array_offset) + detail::slot_of(object);
+#if SOAHEAP_DEVICE_CODE
+    // Heap data is always global memory (device or managed). Said so, the compiler emits global
+    // loads and stores (LDG/STG) instead of generic ones that check the address window first.
+    __builtin_assume(__isGlobal(value));
+#endif
+    return value;
   }
 
   SOAHEAP_HD value_type& get() const { return *address(); }

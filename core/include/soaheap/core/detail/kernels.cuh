@@ -55,10 +55,13 @@ ArgumentPack<Head, Tail...> make_argument_pack(const Head& head, const Tail&... 
 /// the same counter: one atomic per counter and warp when the whole warp calls it together (lanes
 /// may name different counters: enumeration targets, defrag windows), one per thread otherwise.
 /// Every shuffle names the whole warp, so no lane can read a leader that has not arrived; a
-/// partial group is not aggregated (see "Warp aggregation" in docs/architecture.md).
+/// partial group is not aggregated (see "Warp aggregation" in docs/architecture.md). Callers keep
+/// their warps whole by letting lanes with nothing to count add 0 rather than skip the call; a
+/// warp whose total is 0 issues no atomic, and the result is meaningful only to lanes adding more
+/// than 0.
 SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std::uint64_t value) {
 #if SOAHEAP_DEVICE_CODE
-  if (!whole_warp_converged()) return atomic_fetch_add(counter, value);
+  if (!whole_warp_converged()) return value == 0 ? 0 : atomic_fetch_add(counter, value);
   const unsigned peers = __match_any_sync(kFullWarp, reinterpret_cast<std::uint64_t>(counter));
   const unsigned below = lanes_below();
   std::uint64_t before_me = 0;
@@ -71,7 +74,7 @@ SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std
     }
     total = __shfl_sync(kFullWarp, inclusive, 31);
     std::uint64_t base = 0;
-    if (below == 0) base = atomic_fetch_add(counter, total);
+    if (below == 0 && total != 0) base = atomic_fetch_add(counter, total);
     return __shfl_sync(kFullWarp, base, 0) + inclusive - value;
   }
   for (int lane = 0; lane < 32; ++lane) {
@@ -82,7 +85,7 @@ SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std
     }
   }
   std::uint64_t base = 0;
-  if ((peers & below) == 0) base = atomic_fetch_add(counter, total);  // the first lane of its counter
+  if ((peers & below) == 0 && total != 0) base = atomic_fetch_add(counter, total);  // the first lane of its counter
   return __shfl_sync(kFullWarp, base, __ffs(static_cast<int>(peers)) - 1) + before_me;
 #else
   return atomic_fetch_add(counter, value);
@@ -93,68 +96,77 @@ SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std
 struct EnumerationTarget {
   int class_index;
   std::uint64_t full_mask;      ///< all slots of a block of the class
-  std::uint32_t* ids;           ///< receives the block ids (in no particular order)
+  std::uint32_t* ids;           ///< receives the block ids (ascending within a warp's 32 blocks)
+  std::uint64_t* masks;         ///< receives each listed block's iteration snapshot (masks[i] for ids[i])
   std::uint64_t* count;         ///< receives their number; zero before the kernel
   std::uint64_t* next_count;    ///< the list's other counter, zeroed here for its next use
 };
 
-/// parallel_do, step 1, for @p kTargets classes in one kernel: one thread per level-0 word of each
-/// class's allocated bitmap lists the word's blocks and takes their iteration snapshot (the objects
-/// that exist now; objects created during the operation are not visited). Its cost is one word
-/// read per 64 blocks of the heap plus the work for the allocated blocks, and it needs no
+/// parallel_do, step 1, for @p kTargets classes in one kernel: one thread per block of the heap and
+/// class. A warp reads the level-0 word of its 32 blocks (one transaction), reserves list entries
+/// for its listed blocks with one atomic, and each listed block's thread writes the block id and
+/// the block's iteration snapshot (the objects that exist now; objects created during the
+/// operation are not visited) next to each other in the list. The method kernel then finds block
+/// and snapshot with two independent loads from the list instead of a chain of list → header
+/// loads. Nothing allocates during the enumeration, so plain loads are enough; it needs no
 /// temporary memory and no result on the host.
 template <class View, int kTargets>
 struct EnumerateKernel {
-  static constexpr std::uint64_t kNoBlock = ~std::uint64_t{0};
   View view;
-  std::uint64_t words;  ///< level-0 words per bitmap
+  std::uint64_t blocks;  ///< blocks of the heap (threads per target)
   EnumerationTarget targets[kTargets];
   SOAHEAP_HD void operator()(std::uint64_t index) const {
-    const EnumerationTarget& target = targets[index / words];
-    const std::uint64_t word = index % words;
-    if (word == 0) *target.next_count = 0;
-    std::uint64_t rest = atomic_load(&view.allocated_blocks(target.class_index).word(0, word));
-    if (rest == 0) return;
-    std::uint64_t position = aggregated_fetch_add(target.count, static_cast<std::uint64_t>(popcount(rest)));
-    // Blocks in batches: all header loads of a batch are issued before their results are used, so
-    // a thread with a full word waits for 64 / kBatch memory round trips instead of 64 (nothing
-    // allocates during the enumeration, so plain loads are enough).
-    constexpr int kBatch = 8;
-    while (rest != 0) {
-      std::uint64_t batch[kBatch];
-      std::uint64_t allocation[kBatch] = {};
-SOAHEAP_UNROLL
-      for (int k = 0; k < kBatch; ++k) {
-        batch[k] = rest == 0 ? kNoBlock : word * 64 + static_cast<std::uint64_t>(lowest_set_bit(rest));
-        rest &= rest - 1;
-      }
-SOAHEAP_UNROLL
-      for (int k = 0; k < kBatch; ++k)
-        if (batch[k] != kNoBlock) allocation[k] = view.headers[batch[k]].allocation;
-SOAHEAP_UNROLL
-      for (int k = 0; k < kBatch; ++k) {
-        if (batch[k] == kNoBlock) continue;
-        view.headers[batch[k]].iteration = allocation[k] & target.full_mask;
-        target.ids[position++] = static_cast<std::uint32_t>(batch[k]);
-      }
+    int t = 0;
+    std::uint64_t block = index;
+    while (t + 1 < kTargets && block >= blocks) {  // no 64-bit division for the common one target
+      block -= blocks;
+      ++t;
     }
+    const EnumerationTarget& target = targets[t];
+    if (block == 0) *target.next_count = 0;
+    // Both loads at once (a block's header can be read whatever its state): one round trip.
+    const std::uint64_t word = view.allocated_blocks(target.class_index).word(0, block / 64);
+    const std::uint64_t allocation = view.headers[block].allocation;
+    const bool listed = ((word >> (block % 64)) & 1u) != 0;
+    // Every thread adds (0 when its block is not listed), so that whole warps add with one atomic.
+    const std::uint64_t position = aggregated_fetch_add(target.count, listed ? 1 : 0);
+    if (!listed) return;
+    target.ids[position] = static_cast<std::uint32_t>(block);
+    target.masks[position] = allocation & target.full_mask;
   }
 };
 
-/// parallel_do, step 2: N_C consecutive threads per block of class C, thread s runs the method on slot s.
+/// parallel_do, step 2: N_C consecutive items per listed block of class C, item s runs the method on
+/// slot s if the block's snapshot holds an object there. prefetch() reads what an item needs from
+/// the list (block id and snapshot: independent loads, the list was written by step 1) and run()
+/// calls the method, so that a thread that serves several items issues all their list loads
+/// before the first method's field loads (see for_each_counted_row_kernel).
+///
+/// The snapshot is read from the list, not from the block header, so a method's `destroy` of
+/// another object of C is not seen by the running parallel_do: as in DynaSOAr, a method may
+/// destroy `this` and objects of other classes, never another object of the class it runs over.
 template <class View, class T, class C, auto Method, class Arguments>
 struct ParallelDoKernel {
+  static constexpr int kCapacity = View::Layout::template capacity<C>;
+  struct Item {
+    std::uint64_t snapshot;
+    std::uint32_t block;
+  };
   View view;
   const std::uint32_t* blocks;
+  const std::uint64_t* snapshots;
   Arguments arguments;
-  SOAHEAP_HD void operator()(std::uint64_t tid) const {
-    constexpr int kCapacity = View::Layout::template capacity<C>;
-    const std::uint64_t block = blocks[tid / kCapacity];
+  SOAHEAP_HD Item prefetch(std::uint64_t tid) const {
+    const std::uint64_t entry = tid / kCapacity;
+    return {snapshots[entry], blocks[entry]};
+  }
+  SOAHEAP_HD void run(std::uint64_t tid, const Item& item) const {
     const int slot = static_cast<int>(tid % kCapacity);
-    if (((atomic_load(&view.headers[block].iteration) >> slot) & 1u) == 0) return;
-    T* object = view.template make_pointer<C>(block, slot);
+    if (((item.snapshot >> slot) & 1u) == 0) return;
+    T* object = view.template make_pointer<C>(item.block, slot);
     arguments.apply([&](const auto&... values) { (object->*Method)(values...); });
   }
+  SOAHEAP_HD void operator()(std::uint64_t tid) const { run(tid, prefetch(tid)); }
 };
 
 /// parallel_new: thread i constructs T(i, arguments...).

@@ -173,25 +173,28 @@ struct CompactionPlan {
 };
 
 /// Step 1, one thread per block of the heap: lists the class's allocated blocks, counts its objects
-/// and candidates, and the members with their fill histogram.
+/// and candidates, and the members with their fill histogram. Every lane reaches every counter
+/// (adding 0 when its block does not count) so that whole warps add with one atomic.
 template <class View>
 struct PlanSurveyKernel {
   CompactionPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t block) const {
     const View& view = plan.view;
-    if (!view.allocated_blocks(plan.class_index).get(block)) return;
     PlanCounts& counts = *plan.counts;
-    plan.class_blocks[aggregated_fetch_add(&counts.listed, 1)] = static_cast<std::uint32_t>(block);
-    const std::uint64_t allocation = atomic_load(&view.headers[block].allocation);
+    const bool listed = view.allocated_blocks(plan.class_index).get(block);
+    const std::uint64_t allocation = listed ? atomic_load(&view.headers[block].allocation) : 0;
+    const std::uint64_t position = aggregated_fetch_add(&counts.listed, listed ? 1 : 0);
+    if (listed) plan.class_blocks[position] = static_cast<std::uint32_t>(block);
     aggregated_fetch_add(&counts.used_before, static_cast<std::uint64_t>(popcount(allocation & plan.full_mask())));
-    if (view.defrag_candidates(plan.class_index).get(block)) aggregated_fetch_add(&counts.candidates_before, 1);
-    const int fill = plan.member_fill(block, allocation);
-    if (fill < 0) return;
-    aggregated_fetch_add(&counts.members, 1);
+    const bool candidate = listed && view.defrag_candidates(plan.class_index).get(block);
+    aggregated_fetch_add(&counts.candidates_before, candidate ? 1 : 0);
+    const int fill = listed ? plan.member_fill(block, allocation) : -1;
+    const std::uint64_t member = fill >= 0 ? 1 : 0;
+    aggregated_fetch_add(&counts.members, member);
     WindowPlan& window = plan.window_of(block);
-    aggregated_fetch_add(&window.members, 1);
-    aggregated_fetch_add(&window.member_objects, static_cast<std::uint64_t>(fill));
-    atomic_fetch_add(&window.fill_histogram[fill], 1);
+    aggregated_fetch_add(&window.members, member);
+    aggregated_fetch_add(&window.member_objects, fill >= 0 ? static_cast<std::uint64_t>(fill) : 0);
+    if (fill >= 0) atomic_fetch_add(&window.fill_histogram[fill], 1);
   }
 };
 
@@ -369,18 +372,20 @@ struct PlanStateKernel {
   }
 };
 
-/// Step 8, one thread per block of the class's list: the class's occupancy after the run.
+/// Step 8, one thread per block of the class's list: the class's occupancy after the run (every
+/// lane adds, 0 for a block no longer allocated, so that whole warps add with one atomic).
 template <class View>
 struct PlanAfterKernel {
   CompactionPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t index) const {
     const std::uint64_t block = plan.class_blocks[index];
-    if (!plan.view.allocated_blocks(plan.class_index).get(block)) return;
+    const bool allocated = plan.view.allocated_blocks(plan.class_index).get(block);
     PlanCounts& counts = *plan.counts;
-    aggregated_fetch_add(&counts.allocated_after, 1);
-    const std::uint64_t allocation = atomic_load(&plan.view.headers[block].allocation);
+    aggregated_fetch_add(&counts.allocated_after, allocated ? 1 : 0);
+    const std::uint64_t allocation = allocated ? atomic_load(&plan.view.headers[block].allocation) : 0;
     aggregated_fetch_add(&counts.used_after, static_cast<std::uint64_t>(popcount(allocation & plan.full_mask())));
-    if (plan.view.defrag_candidates(plan.class_index).get(block)) aggregated_fetch_add(&counts.candidates_after, 1);
+    const bool candidate = allocated && plan.view.defrag_candidates(plan.class_index).get(block);
+    aggregated_fetch_add(&counts.candidates_after, candidate ? 1 : 0);
   }
 };
 
@@ -395,8 +400,9 @@ struct ListClassBlocksKernel {
   std::uint64_t* count;
   const std::uint64_t* working;
   SOAHEAP_HD void operator()(std::uint64_t block) const {
-    if (*working != 0 && view.allocated_blocks(class_index).get(block))
-      ids[aggregated_fetch_add(count, 1)] = static_cast<std::uint32_t>(block);
+    const bool listed = *working != 0 && view.allocated_blocks(class_index).get(block);
+    const std::uint64_t position = aggregated_fetch_add(count, listed ? 1 : 0);  // whole warps add
+    if (listed) ids[position] = static_cast<std::uint32_t>(block);
   }
 };
 
