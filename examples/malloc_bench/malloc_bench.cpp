@@ -279,8 +279,11 @@ void measure_platform_fill(Context& context, std::uint64_t threads, std::uint64_
 
 int run(int argc, char** argv) {
   CLI::App cli{"malloc_bench: soaheap::malloc/free and DeviceList vs the platform allocator (JSON lines)"};
-  std::string sizes_text = "16,64,256,1024,4096,8192,mixed";
-  std::string threads_text = "1024,16384,131072,1048576";
+  // The default run is a short one (well under a minute on an H100, CUDA's malloc included);
+  // --full sweeps every size and thread count of the README's table.
+  std::string sizes_text = "16,256,4096,mixed";
+  std::string threads_text = "16384,131072";
+  bool full = false;
   std::string backend_name(soaheap::to_string(soaheap_app::default_backend()));
   std::uint64_t heap_mib = 0;
   unsigned host_threads = 0;
@@ -293,10 +296,17 @@ int run(int argc, char** argv) {
   cli.add_option("--heap-mib", heap_mib, "Heap size in MiB (default: 4096 on cuda, 256 on host)");
   cli.add_option("--host-threads", host_threads, "Worker threads of the host backend (0 = all cores)");
   cli.add_flag("--no-platform", skip_platform, "Measure soaheap only");
+  cli.add_flag("--full", full,
+               "The whole sweep: sizes 16,64,256,1024,4096,8192,mixed and threads 1024,16384,131072,1048576 "
+               "(several minutes); --sizes and --threads given explicitly still win");
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     return cli.exit(error);
+  }
+  if (full) {
+    if (cli.get_option("--sizes")->count() == 0) sizes_text = "16,64,256,1024,4096,8192,mixed";
+    if (cli.get_option("--threads")->count() == 0) threads_text = "1024,16384,131072,1048576";
   }
   const std::vector<std::uint64_t> sizes = parse_list(sizes_text, "--sizes");
   const std::vector<std::uint64_t> thread_counts = parse_list(threads_text, "--threads");
