@@ -166,6 +166,15 @@ __device__ inline unsigned lanes_below() {
   return mask;
 }
 
+/// Lets the kernel launched after this one with programmatic stream serialization
+/// (Executor::launch_after_previous) start launching now; it still waits for this kernel's
+/// completion and memory before it reads anything this kernel wrote. Before sm_90, nothing.
+__device__ inline void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /// @brief True when every lane of the calling warp executes this call together. Only such a
 /// group may be served by one leader that shuffles its result to the others (warp aggregation):
 /// see "Warp aggregation" in docs/architecture.md for why a smaller group is not safe.

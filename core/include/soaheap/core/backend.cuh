@@ -57,14 +57,6 @@ namespace detail {
 inline constexpr unsigned kThreadsPerCudaBlock = 256;
 
 #if SOAHEAP_HAS_CUDA
-/// Lets a kernel launched after this one with programmatic stream serialization (launch_counted)
-/// start its launch now; that kernel still waits for this one's completion and memory in
-/// wait_for_previous_kernel. A no-op without such a kernel and before sm_90.
-__device__ inline void allow_next_kernel_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaTriggerProgrammaticLaunchCompletion();
-#endif
-}
 /// Waits until the kernel before this one in the stream has finished and its writes are visible
 /// (needed only when this kernel was launched with programmatic stream serialization).
 __device__ inline void wait_for_previous_kernel() {
@@ -75,7 +67,6 @@ __device__ inline void wait_for_previous_kernel() {
 
 template <class Body>
 __global__ void for_each_thread_kernel(Body body, std::uint64_t count) {
-  allow_next_kernel_launch();
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; tid < count;
        tid += stride) {
@@ -238,10 +229,11 @@ struct Executor {
   }
 
 #if SOAHEAP_HAS_CUDA
-  /// Launches a counted kernel with programmatic stream serialization: its launch overlaps the end
-  /// of the kernel before it (which calls allow_next_kernel_launch), and the kernel waits for that
-  /// one's results in wait_for_previous_kernel before it reads its count. Saves most of a launch
-  /// latency per dependent pair, e.g. parallel_do's enumeration and method kernel.
+  /// Launches a counted kernel with programmatic stream serialization: where the kernel before it
+  /// allows it (detail::allow_dependent_launch, parallel_do's enumeration), its launch overlaps
+  /// that kernel, and it waits for that one's results in wait_for_previous_kernel before it reads
+  /// its count (1.6 µs per parallel_do on an H100). Other kernels do not allow it: the trigger at
+  /// the start of every kernel made a streaming loop 8 % slower (docs/performance.md).
   template <class Body>
   void launch_after_previous(void (*kernel)(Body, const std::uint64_t*, std::uint64_t, std::uint64_t*), std::uint64_t blocks,
                              const Body& body, const std::uint64_t* count, std::uint64_t scale, std::uint64_t* last_total) const {

@@ -175,7 +175,8 @@ class Heap {
   /// One enumeration kernel, whatever the class count, lists the blocks of every concrete subclass and
   /// takes their iteration snapshots (so objects of one subclass created by the method of another are
   /// not visited either); then one method kernel per concrete subclass reads its block count on the
-  /// device, each thread serving kParallelDoRows objects. Nothing is allocated, copied or waited for.
+  /// device, each thread serving up to kParallelDoRows objects (see Executor::launch_counted).
+  /// Nothing is allocated, copied or waited for.
   template <class T, auto Method, class... Arguments>
   void parallel_do(const Arguments&... arguments) {
     const OperationGuard guard(*this, "parallel_do");

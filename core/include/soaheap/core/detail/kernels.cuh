@@ -116,6 +116,9 @@ struct EnumerateKernel {
   std::uint64_t blocks;  ///< blocks of the heap (threads per target)
   EnumerationTarget targets[kTargets];
   SOAHEAP_HD void operator()(std::uint64_t index) const {
+#if SOAHEAP_DEVICE_CODE
+    allow_dependent_launch();  // the method kernel may start launching (it waits for our results)
+#endif
     int t = 0;
     std::uint64_t block = index;
     while (t + 1 < kTargets && block >= blocks) {  // no 64-bit division for the common one target
