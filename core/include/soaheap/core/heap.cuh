@@ -33,10 +33,19 @@
 namespace soaheap {
 
 /// @brief How big a heap is and where it runs. Give exactly one of `bytes` and `objects`.
+/// @brief Where a cuda heap keeps its objects.
+enum class HeapMemory {
+  device,   ///< GPU memory (the default): host code sees objects only through copies (for_each, stats)
+  managed,  ///< CUDA managed (unified) memory: between kernels, after heap.synchronize(), host code
+            ///< may read and write objects through their pointers; never larger than the GPU's free memory
+};
+
 struct HeapOptions {
   std::uint64_t bytes = 0;       ///< total memory for data, block headers and bitmaps
   std::uint64_t objects = 0;     ///< or: room for this many objects of the smallest class
   Backend backend = Backend::host;
+  /// cuda only (host-backend heaps are host memory anyway): device or managed memory.
+  HeapMemory memory = HeapMemory::device;
   unsigned host_threads = 0;     ///< host backend worker threads; 0 = all cores
   /// Time the enumeration step of every parallel_do (CUDA events; see Heap::enumeration_seconds()).
   bool time_enumeration = false;
@@ -74,10 +83,15 @@ class Heap {
                         std::string(SOAHEAP_HAS_CUDA ? "" : " (this translation unit was compiled without nvcc)"));
     }
     shape_ = BitmapShape::for_bits(block_count_);
-    data_ = detail::Memory(options.backend, block_count_ * Layout::kDataBytes);
-    headers_ = detail::Memory(options.backend, block_count_ * sizeof(BlockHeader));
-    bitmaps_ = detail::Memory(options.backend, View::kBitmapCount * shape_.total_words * sizeof(std::uint64_t));
-    runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState));
+    const bool managed = this->managed();
+    const std::uint64_t data_bytes = block_count_ * Layout::kDataBytes;
+    const std::uint64_t header_bytes = block_count_ * sizeof(BlockHeader);
+    const std::uint64_t bitmap_bytes = View::kBitmapCount * shape_.total_words * sizeof(std::uint64_t);
+    if (managed) refuse_oversubscription(data_bytes + header_bytes + bitmap_bytes);
+    data_ = detail::Memory(options.backend, data_bytes, managed);
+    headers_ = detail::Memory(options.backend, header_bytes, managed);
+    bitmaps_ = detail::Memory(options.backend, bitmap_bytes, managed);
+    runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState), managed);
     statistics_counters_ = detail::Memory(
         options.backend, kClassCount * detail::StatisticsKernel<View>::kCounters * sizeof(std::uint64_t));
     block_lists_.resize(View::kBitmapCount);
@@ -114,6 +128,9 @@ class Heap {
   }
 
   Backend backend() const { return options_.backend; }
+  /// @brief True for a cuda heap in managed memory (HeapMemory::managed): host code may then follow
+  /// object pointers and read and write fields between kernels, after synchronize().
+  bool managed() const { return options_.backend == Backend::cuda && options_.memory == HeapMemory::managed; }
   std::uint64_t block_count() const { return block_count_; }
   static constexpr std::uint64_t block_bytes() { return Layout::kDataBytes; }
   /// @brief Bytes the heap occupies: data segments, block headers and bitmaps.
@@ -218,11 +235,17 @@ class Heap {
     return (0 + ... + static_cast<int>(std::is_base_of_v<T, Classes> && !Classes::kAbstract));
   }
 
-  /// @brief Host-side visit of every live object of T and its subclasses (a copy for the cuda
-  /// backend): fn(const T*) may read fields; to write, use for_each_writable. For tests and tools.
+  /// @brief Host-side visit of every live object of T and its subclasses (a copy for a cuda heap in
+  /// device memory, the heap itself for a managed one): fn(const T*) may read fields; to write, use
+  /// for_each_writable. For tests and tools.
   /// On the cuda backend pointer fields hold device addresses: compare them, never follow them.
   template <class T, class Function>
   void for_each(Function&& fn) const {
+    if (managed()) {  // the live heap, no copy
+      synchronize();
+      view().template for_each_object<T>([&](T* object) { fn(static_cast<const T*>(object)); });
+      return;
+    }
     const Snapshot snapshot = take_snapshot(true);
     snapshot.view.template for_each_object<T>([&](T* object) { fn(static_cast<const T*>(object)); });
   }
@@ -230,11 +253,17 @@ class Heap {
   /// @brief Host-side visit that may write: fn(T*) for every live object of T and its subclasses,
   /// and the fields it writes reach the heap. On the cuda backend the heap's data is copied to the
   /// host and back (whole, so use it between kernels: setup, checks, rendering, not per
-  /// iteration). fn must not create or destroy objects, and pointer fields hold device addresses
-  /// there: compare or assign them, never follow them.
+  /// iteration), and pointer fields hold device addresses there: compare or assign them, never
+  /// follow them. A managed heap is visited in place, and its pointers may be followed. fn must not
+  /// create or destroy objects.
   template <class T, class Function>
   void for_each_writable(Function&& fn) {
     const OperationGuard guard(*this, "for_each_writable");
+    if (managed()) {  // in place: the writes are the heap's
+      synchronize();
+      view().template for_each_object<T>([&](T* object) { fn(object); });
+      return;
+    }
     const Snapshot snapshot = take_snapshot(true);
     snapshot.view.template for_each_object<T>([&](T* object) { fn(object); });
     if (options_.backend == Backend::cuda) data_.copy_from_host(0, snapshot.data.get(), data_.bytes());
@@ -515,6 +544,21 @@ class Heap {
     if (blocks > 0xffffffffull)
       throw invalid_argument("soaheap: heap too large: " + std::to_string(blocks) + " blocks (at most 2^32 - 1)");
     return blocks;
+  }
+
+  /// A managed heap must fit into the GPU's free memory: over-subscribed managed memory would page
+  /// between host and GPU inside every kernel instead of failing.
+  static void refuse_oversubscription(std::uint64_t bytes) {
+#if SOAHEAP_HAS_CUDA
+    std::size_t free_bytes = 0, total_bytes = 0;
+    SOAHEAP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (bytes > free_bytes)
+      throw out_of_memory("soaheap: a managed heap of " + std::to_string(bytes) + " bytes is larger than the GPU's free memory (" +
+                          std::to_string(free_bytes) + " of " + std::to_string(total_bytes) +
+                          " bytes); managed heaps are never over-subscribed: use a smaller size or HeapMemory::device");
+#else
+    (void)bytes;
+#endif
   }
 
   void check_address_space() const {

@@ -20,17 +20,20 @@ class Memory {
   static constexpr std::size_t kAlignment = 256;
 
   Memory() = default;
-  Memory(Backend backend, std::size_t bytes) : backend_(backend), bytes_(bytes) {
+  /// @param managed on cuda: CUDA managed (unified) memory, which host code may read and write
+  ///        between kernels, instead of device memory; ignored on the host backend
+  Memory(Backend backend, std::size_t bytes, bool managed = false) : backend_(backend), bytes_(bytes) {
     if (bytes == 0) return;
     if (backend == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
-      const cudaError_t status = cudaMalloc(&pointer_, bytes);
+      const cudaError_t status = managed ? cudaMallocManaged(&pointer_, bytes, cudaMemAttachGlobal) : cudaMalloc(&pointer_, bytes);
       if (status != cudaSuccess) {
         (void)cudaGetLastError();
-        throw out_of_memory("soaheap: cudaMalloc of " + std::to_string(bytes) + " bytes failed: " +
-                            cudaGetErrorString(status));
+        throw out_of_memory(std::string("soaheap: ") + (managed ? "cudaMallocManaged" : "cudaMalloc") + " of " +
+                            std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(status));
       }
 #else
+      (void)managed;
       throw usage_error("the cuda backend is not compiled into this translation unit (compile it with nvcc)");
 #endif
     } else {

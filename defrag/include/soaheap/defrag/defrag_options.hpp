@@ -1,8 +1,8 @@
 #pragma once
 /// @file defrag_options.hpp
-/// @brief The plain option and result types of `soaheap::defragment` / `Heap::defrag`. They depend
-///        on nothing else so that heap.cuh can declare its `defrag` member before the algorithm is
-///        defined (defragment.cuh is included at the end of heap.cuh).
+/// @brief The plain option and result types of `soaheap::defragment` (defragment.cuh) and the
+///        policies. They depend on nothing else, so that the profiler and the DynaSOAr shim can use them
+///        without the algorithm's device code.
 
 #include <cstdint>
 #include <string>
@@ -27,7 +27,11 @@ enum class CompactionStrategy {
 
 /// @brief Which blocks a defragmentation run compacts.
 enum class DefragTarget {
-  bound,    ///< the candidates (fill <= n/(n+1)): afterwards fragmentation <= 1/(n+1) (paper guarantee)
+  /// The candidates (fill <= n/(n+1)). Afterwards (k1 = 0) every block is more than n/(n+1) full
+  /// except at most one per class (per locality window) with the plan, and at most n leftover
+  /// candidates with the passes; those may be nearly empty (one object in one block stays so), so
+  /// the paper's "fragmentation <= 1/(n+1)" holds only apart from them.
+  bound,
   minimum,  ///< every block with a free slot: afterwards ceil(live/N_T) blocks, at most one partly filled (plan only)
 };
 

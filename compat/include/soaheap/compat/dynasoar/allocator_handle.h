@@ -10,7 +10,6 @@
 #include <soaheap/core/memory.cuh>
 #include <soaheap/defrag/defrag_options.hpp>
 #include <soaheap/defrag/defragment.cuh>
-#include <soaheap/defrag/detail/logger.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -48,16 +47,13 @@ class AllocatorHandle {
   /// translation unit is compiled by nvcc (DynaSOAr programs' methods are device code), else on the
   /// host backend.
   /// @throw soaheap::usage_error when compiled by nvcc and no GPU is present
-  /// @param unified_memory accepted for source compatibility; soaheap keeps the heap in device
-  ///        memory (a warning says so), and host-side device_do() works on a copy that is
-  ///        copied back
-  explicit AllocatorHandle(bool unified_memory = false) : AllocatorHandle(default_options()) {
-    if (unified_memory)
-      ::soaheap::detail::library_logger()->warn(
-          "DynaSOAr compatibility: unified memory is not supported; the heap stays in {} memory and "
-          "host-side device_do() works on a copy that is copied back",
-          ::soaheap::to_string(heap_.backend()));
-  }
+  /// @param unified_memory on cuda, the heap and the allocator object live in CUDA managed memory
+  ///        (HeapMemory::managed), as in DynaSOAr: after the kernels have finished (the handle's
+  ///        operations wait; after your own kernels call cudaDeviceSynchronize()), host code may
+  ///        follow object pointers, read and write fields, and call
+  ///        `device_pointer()->device_do<T>(...)` on the live heap
+  /// @throw soaheap::out_of_memory when a unified heap would not fit into the GPU's free memory
+  explicit AllocatorHandle(bool unified_memory = false) : AllocatorHandle(default_options(unified_memory)) {}
 
   /// @brief soaheap extension: the object count of AllocatorT on the given backend.
   explicit AllocatorHandle(::soaheap::Backend backend) : AllocatorHandle(options_for(backend)) {}
@@ -65,7 +61,7 @@ class AllocatorHandle {
   /// @brief soaheap extension: any heap size (bytes or objects) and backend, chosen at run time.
   /// @throw soaheap::invalid_argument for a missing, ambiguous or too small size
   explicit AllocatorHandle(const ::soaheap::HeapOptions& options)
-      : heap_(options), allocator_memory_(options.backend, sizeof(AllocatorT)) {
+      : heap_(options), allocator_memory_(options.backend, sizeof(AllocatorT), heap_.managed()) {
     const AllocatorT allocator(heap_.view());
     allocator_memory_.copy_from_host(0, &allocator, sizeof(AllocatorT));
   }
@@ -113,10 +109,10 @@ class AllocatorHandle {
 
   /// @brief Host-side device_do: runs `(object->*func)(args...)` (a member function) or
   /// `func(object, args...)` (a lambda, as collision's checksum does) for every object of T and its
-  /// subclasses. On the host backend it works on the heap itself; on cuda on a host copy of the
-  /// heap's data that is copied back afterwards, so the function's field writes reach the heap
-  /// (Heap::for_each_writable). Pointer fields hold device addresses there: never follow them
-  /// (DynaSOAr needs unified memory for this).
+  /// subclasses. On the host backend and on a unified (managed) heap it works on the heap itself;
+  /// on a cuda heap in device memory on a host copy of the heap's data that is copied back
+  /// afterwards, so the function's field writes reach the heap (Heap::for_each_writable); pointer
+  /// fields hold device addresses there: never follow them (DynaSOAr needs unified memory for this).
   template <class T, class F, class... Args>
   void device_do(F func, Args... args) {
     heap_.template for_each_writable<T>([&](T* object) { std::invoke(func, object, args...); });
@@ -234,8 +230,10 @@ class AllocatorHandle {
     options.time_enumeration = true;  // DynaSOAr always measures it (DBG_get_enumeration_time)
     return options;
   }
-  static ::soaheap::HeapOptions default_options() {
-    return options_for(SOAHEAP_HAS_CUDA ? ::soaheap::Backend::cuda : ::soaheap::Backend::host);
+  static ::soaheap::HeapOptions default_options(bool unified_memory) {
+    ::soaheap::HeapOptions options = options_for(SOAHEAP_HAS_CUDA ? ::soaheap::Backend::cuda : ::soaheap::Backend::host);
+    if (unified_memory) options.memory = ::soaheap::HeapMemory::managed;
+    return options;
   }
 
   void finish_operation() const {
