@@ -32,7 +32,6 @@
 
 namespace soaheap {
 
-/// @brief How big a heap is and where it runs. Give exactly one of `bytes` and `objects`.
 /// @brief Where a cuda heap keeps its objects.
 enum class HeapMemory {
   device,   ///< GPU memory (the default): host code sees objects only through copies (for_each, stats)
@@ -40,6 +39,7 @@ enum class HeapMemory {
             ///< may read and write objects through their pointers; never larger than the GPU's free memory
 };
 
+/// @brief How big a heap is and where it runs. Give exactly one of `bytes` and `objects`.
 struct HeapOptions {
   std::uint64_t bytes = 0;       ///< total memory for data, block headers and bitmaps
   std::uint64_t objects = 0;     ///< or: room for this many objects of the smallest class
@@ -238,7 +238,7 @@ class Heap {
   /// @brief Host-side visit of every live object of T and its subclasses (a copy for a cuda heap in
   /// device memory, the heap itself for a managed one): fn(const T*) may read fields; to write, use
   /// for_each_writable. For tests and tools.
-  /// On the cuda backend pointer fields hold device addresses: compare them, never follow them.
+  /// On a device-memory cuda heap pointer fields hold device addresses: compare them, never follow them.
   template <class T, class Function>
   void for_each(Function&& fn) const {
     if (managed()) {  // the live heap, no copy
