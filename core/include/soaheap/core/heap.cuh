@@ -209,7 +209,7 @@ class Heap {
         enumerate.targets[target++] = next_enumeration(class_id<C>);
       });
       enumeration_timer_.start(executor_);
-      executor_.launch(static_cast<std::uint64_t>(kTargets) * block_count_, enumerate);
+      executor_.launch(static_cast<std::uint64_t>(kTargets) * decltype(enumerate)::threads_for(block_count_), enumerate);
       enumeration_timer_.stop(executor_);
       target = 0;
       View::template for_each_concrete_subclass<T>([&](auto tag) {
