@@ -217,7 +217,7 @@ class Heap {
         const detail::EnumerationTarget& list = enumerate.targets[target++];
         executor_.template launch_counted<kParallelDoRows>(
             list.count, capacity<C>, block_count_ * capacity<C>, list_buffer(1 + class_id<C>).launch_hint.hint(),
-            detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, list.masks, pack});
+            detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, list.snapshots, pack});
       });
     }
   }
@@ -610,7 +610,7 @@ class Heap {
   /// the next will use, so no separate reset is needed), [2] receives stream compaction counts.
   struct ListBuffer {
     detail::Memory ids;
-    detail::Memory masks;  ///< parallel_do's iteration snapshots, one per listed block (made on first use)
+    detail::Memory snapshots;  ///< parallel_do's iteration snapshots, one per listed block (made on first use)
     detail::Memory counters;
     detail::LaunchHintWord launch_hint;  ///< threads of the last parallel_do over this list
     int parity = 0;
@@ -629,11 +629,11 @@ class Heap {
   detail::EnumerationTarget next_enumeration(int class_index) const {
     ListBuffer& buffer = list_buffer(1 + class_index);
     std::uint64_t* counters = buffer.counters.template as<std::uint64_t>();
-    if (buffer.masks.get() == nullptr) buffer.masks = detail::Memory(options_.backend, (block_count_ + 1) * sizeof(std::uint64_t));
+    if (buffer.snapshots.get() == nullptr) buffer.snapshots = detail::Memory(options_.backend, (block_count_ + 1) * sizeof(std::uint64_t));
     const detail::EnumerationTarget target{class_index,
                                            View::full_mask(class_index),
                                            buffer.ids.template as<std::uint32_t>(),
-                                           buffer.masks.template as<std::uint64_t>(),
+                                           buffer.snapshots.template as<std::uint64_t>(),
                                            counters + buffer.parity,
                                            counters + (1 - buffer.parity)};
     buffer.parity = 1 - buffer.parity;

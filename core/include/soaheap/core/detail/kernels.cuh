@@ -96,8 +96,8 @@ SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std
 struct EnumerationTarget {
   int class_index;
   std::uint64_t full_mask;      ///< all slots of a block of the class
-  std::uint32_t* ids;           ///< receives the block ids (ascending within a warp's 32 blocks)
-  std::uint64_t* masks;         ///< receives each listed block's iteration snapshot (masks[i] for ids[i])
+  std::uint32_t* ids;           ///< receives the block ids (ascending within a warp's 128 blocks)
+  std::uint64_t* snapshots;     ///< receives each listed block's iteration snapshot (snapshots[i] for ids[i])
   std::uint64_t* count;         ///< receives their number; zero before the kernel
   std::uint64_t* next_count;    ///< the list's other counter, zeroed here for its next use
 };
@@ -183,7 +183,7 @@ SOAHEAP_UNROLL
   SOAHEAP_HD static void write(const EnumerationTarget& target, std::uint64_t position, std::uint64_t block,
                                std::uint64_t allocation) {
     target.ids[position] = static_cast<std::uint32_t>(block);
-    target.masks[position] = allocation & target.full_mask;
+    target.snapshots[position] = allocation & target.full_mask;
   }
 };
 
