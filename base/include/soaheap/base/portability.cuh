@@ -31,6 +31,13 @@
 #define SOAHEAP_UNROLL
 #endif
 
+// Keeps the next loop rolled in device code: its body is compiled once (code size and build time).
+#if defined(__CUDA_ARCH__)
+#define SOAHEAP_NO_UNROLL _Pragma("unroll 1")
+#else
+#define SOAHEAP_NO_UNROLL
+#endif
+
 namespace soaheap::detail {
 
 // On the device, plain 64-bit atomics (relaxed) plus explicit __threadfence() where ordering

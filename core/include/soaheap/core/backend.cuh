@@ -111,10 +111,15 @@ SOAHEAP_UNROLL
       const std::uint64_t tid = first + static_cast<std::uint64_t>(row) * blockDim.x;
       if (tid < total) items[row] = body.prefetch(tid);
     }
-SOAHEAP_UNROLL
+    // The method is inlined once, not kRows times (a rolled loop: each row takes items[0] and
+    // shifts the rest down with constant indices, so the items stay in registers).
+SOAHEAP_NO_UNROLL
     for (int row = 0; row < kRows; ++row) {
       const std::uint64_t tid = first + static_cast<std::uint64_t>(row) * blockDim.x;
-      if (tid < total) body.run(tid, items[row]);
+      const typename Body::Item item = items[0];
+SOAHEAP_UNROLL
+      for (int next = 0; next + 1 < kRows; ++next) items[next] = items[next + 1];
+      if (tid < total) body.run(tid, item);
     }
   }
 }
