@@ -330,15 +330,13 @@ inline std::uint64_t check_tree(const BarnesHutHeap& heap, std::uint64_t bodies)
 namespace {
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"Barnes-Hut: 2D gravity with a quad tree of TreeNode objects rebuilt every step; --size is the number "
-               "of bodies"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{2000, 262144, 20, 100});
+  soaheap_app::Cli cli = soaheap_app::application_cli("Barnes-Hut: 2D gravity with a quad tree of TreeNode objects rebuilt every step; --size is the number "
+               "of bodies", soaheap_app::AppDefaults{2000, 262144, 20, 100});
   barnes_hut::Parameters parameters;
-  cli.add_option("--theta", parameters.theta, "opening criterion: a node is approximated when size/distance < theta")
-      ->capture_default_str();
-  cli.add_option("--time-step", parameters.time_step, "integration time step")->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
+  cli.option("--theta", parameters.theta, "opening criterion: a node is approximated when size/distance < theta");
+  cli.option("--time-step", parameters.time_step, "integration time step");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
   const std::uint64_t bodies = options.size;
   parameters.gravity = 1.0f / static_cast<float>(bodies);
 
@@ -363,7 +361,7 @@ int run_app(int argc, char** argv) {
   depth = barnes_hut::rebuild(heap, scratch);
   const std::uint64_t violations = barnes_hut::check_tree(heap, bodies);
   heap.validate(soaheap::Validation::structure);
-  nlohmann::json extra;
+  soaheap_app::Result extra;
   extra["bodies"] = bodies;
   extra["tree_nodes"] = nodes_before_check;
   extra["tree_depth"] = depth;

@@ -158,18 +158,14 @@ double total_mass(const BodyHeap& heap) {
 }
 
 int run(int argc, char** argv) {
-  CLI::App cli{"n-body simulation with collisions on a soaheap heap (one JSON result line on stdout)"};
-  soaheap_app::CommonOptions common(cli, {/*host_size*/ 1024, /*cuda_size*/ 65536, /*host_iterations*/ 50,
-                                          /*cuda_iterations*/ 100});
+  soaheap_app::Cli cli = soaheap_app::application_cli(
+      "n-body simulation with collisions on a soaheap heap (one JSON result line on stdout)",
+      {/*host_size*/ 1024, /*cuda_size*/ 65536, /*host_iterations*/ 50, /*cuda_iterations*/ 100});
   long long defrag_every = 0;
-  cli.add_option("--defrag-every", defrag_every, "Defragment every M iterations (shorthand for --defrag-policy every:M)")
-      ->check(CLI::PositiveNumber);
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    return cli.exit(error);
-  }
-  soaheap_app::AppOptions options = common.finalize();
+  cli.option("--defrag-every", defrag_every, "Defragment every M iterations (shorthand for --defrag-policy every:M)", 1,
+             1LL << 40);
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  soaheap_app::AppOptions options = cli.options();
   if (defrag_every > 0) {
     if (!options.defrag_policy.empty())
       throw soaheap::invalid_argument("give either --defrag-every or --defrag-policy, not both");
@@ -196,9 +192,11 @@ int run(int argc, char** argv) {
   app.stop_clock();
   const double mass_after = total_mass(heap);
   const bool conserved = std::fabs(mass_after - mass_before) <= kMassTolerance * mass_before;
-  return app.finish(conserved, {{"bodies_left", heap.count<Body>()},
-                                {"total_mass_before", mass_before},
-                                {"total_mass_after", mass_after}});
+  soaheap_app::Result extra;
+  extra["bodies_left"] = heap.count<Body>();
+  extra["total_mass_before"] = mass_before;
+  extra["total_mass_after"] = mass_after;
+  return app.finish(conserved, extra);
 }
 
 }  // namespace collision

@@ -4,8 +4,10 @@
 // the same fields as `collision`.
 
 #include "collision/physics.cuh"
-#include "common/app.cuh"
 #include "common/baseline.cuh"
+
+#include <soaheap/base/log.hpp>
+#include <soaheap/core/memory.cuh>
 
 #include <chrono>
 #include <cmath>
@@ -182,17 +184,13 @@ class BodyArrays {
 };
 
 int run(int argc, char** argv) {
-  CLI::App cli{"n-body simulation with collisions over fixed SOA arrays, no allocator (one JSON result line)"};
-  soaheap_app::CommonOptions common(cli, {/*host_size*/ 1024, /*cuda_size*/ 65536, /*host_iterations*/ 50,
-                                          /*cuda_iterations*/ 100});
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    return cli.exit(error);
-  }
-  const soaheap_app::AppOptions options = common.finalize();
+  soaheap_app::Cli cli = soaheap_app::application_cli(
+      "n-body simulation with collisions over fixed SOA arrays, no allocator (one JSON result line)",
+      {/*host_size*/ 1024, /*cuda_size*/ 65536, /*host_iterations*/ 50, /*cuda_iterations*/ 100});
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
   if (!options.defrag_policy.empty() && options.defrag_policy != "none")
-    spdlog::warn("collision_baseline has no heap: --defrag-policy {} is ignored", options.defrag_policy);
+    soaheap::log::warn("collision_baseline has no heap: --defrag-policy ", options.defrag_policy, " is ignored");
 
   std::unique_ptr<soaheap::detail::ThreadPool> pool;
   const soaheap::detail::Executor executor = soaheap_app::baseline_executor(options.backend, "collision_baseline", pool);
@@ -224,8 +222,10 @@ int run(int argc, char** argv) {
   result.objects = {{"Body", live}};
   result.memory_bytes = arrays.bytes();
   result.self_check_passed = conserved;
-  result.extra = {{"bodies_left", live}, {"total_mass_before", mass_before}, {"total_mass_after", mass_after}};
-  return soaheap_app::finish_baseline(result, options.backend, options);
+  result.extra["bodies_left"] = live;
+  result.extra["total_mass_before"] = mass_before;
+  result.extra["total_mass_after"] = mass_after;
+  return soaheap_app::finish_baseline(result, options);
 }
 
 }  // namespace collision

@@ -1,23 +1,19 @@
 #pragma once
 /// @file baseline.cuh
-/// @brief What every baseline shares: its kernel launcher and its JSON result line. A baseline
-///        is a hand-written SOA program that solves an application's problem without the heap; its
-///        line carries the keys `AppRun::finish` writes, with the heap-only figures (blocks,
-///        fragmentation, defragmentation) at zero, so that soaheap-bench can put a baseline and its
-///        soaheap application side by side.
+/// @brief What every baseline shares on the CUDA side: its kernel launcher. (Its result line is
+///        the harness's finish_baseline, examples/harness/harness.hpp.)
 
-#include "app.cuh"
+#include "examples/common/cli.cuh"
+#include "examples/harness/harness.hpp"
 
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/errors.hpp>
 #include <soaheap/core/thread_pool.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdint>
-#include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace soaheap_app {
@@ -38,50 +34,48 @@ inline soaheap::detail::Executor baseline_executor(soaheap::Backend backend, con
   return executor;
 }
 
-/// @brief What a baseline measured, besides its own figures (`extra`).
-struct BaselineResult {
-  std::string app;                                    ///< program name, the "app" key
-  std::chrono::steady_clock::time_point start;        ///< when the run started
-  double timed_seconds = 0;                           ///< setup and iterations, up to the synchronization
-                                                      ///< after the last kernel: total_time_s
-  double simulation_seconds = 0;                      ///< time in the iteration loop
-  nlohmann::json objects = nlohmann::json::object();  ///< live objects per class name at the end
-  std::uint64_t memory_bytes = 0;                     ///< memory the baseline allocated for its arrays
-  bool self_check_passed = false;
-  nlohmann::json extra = nlohmann::json::object();    ///< the baseline's own keys, added last
-};
-
-/// @brief Prints @p result's JSON line to stdout.
+/// @brief The run every baseline with a simulation class shares: times setup and iterations,
+///        reports, checks against the sequential reference and prints the result line.
+/// @tparam Simulation `Simulation(executor, model)` (the setup, timed), `step(iteration)`,
+///         `memory_bytes()`
+/// @param side_model when set, @p model is too large for the reference: the check runs on this
+///        smaller model with the same rules and seed instead
+/// @param check `check(model, simulation)`: the number of mismatches against the reference
+/// @param report `report(simulation, result)`: fills `result.objects` and `result.extra`
+/// @param mismatch_key the result line's key for the number of mismatches
 /// @return the process exit code: 0 iff the self-check passed
-inline int finish_baseline(const BaselineResult& result, soaheap::Backend backend, const AppOptions& options) {
-  // What follows the timed part (reading results back, the self-check) is reported separately.
-  const double check_time_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - result.start).count() - result.timed_seconds;
-  nlohmann::json line = {{"app", result.app},
-                         {"backend", std::string(soaheap::to_string(backend))},
-                         {"size", options.size},
-                         {"iterations", options.iterations},
-                         {"seed", options.seed},
-                         {"defrag_policy", "none"},
-                         {"defrag_factor", 0},
-                         {"total_time_s", result.timed_seconds},
-                         {"check_time_s", check_time_s},
-                         {"simulation_time_s", result.simulation_seconds},
-                         {"defrag_time_s", 0.0},
-                         {"enumeration_time_s", 0.0},
-                         {"objects", result.objects},
-                         {"peak_allocated_blocks", 0},
-                         {"allocated_blocks", 0},
-                         {"block_bytes", 0},
-                         {"heap_bytes", result.memory_bytes},
-                         {"fragmentation", 0.0},
-                         {"defrag_runs", 0},
-                         {"blocks_freed", 0},
-                         {"objects_moved", 0},
-                         {"self_check", result.self_check_passed ? "passed" : "failed"}};
-  for (const auto& item : result.extra.items()) line[item.key()] = item.value();
-  std::cout << line.dump() << std::endl;
-  return result.self_check_passed ? 0 : 1;
+template <class Simulation, class Model, class Check, class Report>
+int run_baseline(const std::string& app, const AppOptions& options, const Model& model,
+                 const std::optional<Model>& side_model, Check&& check, Report&& report,
+                 const char* mismatch_key = "self_check_mismatches") {
+  BaselineResult result;
+  result.app = app;
+  result.start = std::chrono::steady_clock::now();
+  std::unique_ptr<soaheap::detail::ThreadPool> pool;
+  const soaheap::detail::Executor executor = baseline_executor(options.backend, app, pool);
+  const auto simulate = [&](Simulation& simulation) {
+    for (int it = 0; it < options.iterations; ++it) simulation.step(static_cast<std::uint64_t>(it));
+  };
+  Simulation simulation(executor, model);
+  const auto loop_start = std::chrono::steady_clock::now();
+  simulate(simulation);
+  executor.synchronize();  // kernels run asynchronously; the timed part ends when they are done
+  const auto loop_end = std::chrono::steady_clock::now();
+  result.simulation_seconds = std::chrono::duration<double>(loop_end - loop_start).count();
+  result.timed_seconds = std::chrono::duration<double>(loop_end - result.start).count();
+  result.memory_bytes = simulation.memory_bytes();
+  report(simulation, result);
+  std::uint64_t mismatches = 0;
+  if (!side_model) {
+    mismatches = check(model, simulation);
+  } else {
+    Simulation side(executor, *side_model);
+    simulate(side);
+    mismatches = check(*side_model, side);
+  }
+  result.self_check_passed = mismatches == 0;
+  result.extra[mismatch_key] = mismatches;
+  return finish_baseline(result, options);
 }
 
 }  // namespace soaheap_app

@@ -1,6 +1,6 @@
 #pragma once
 /// @file reference_check.cuh
-/// @brief The self-check of a simulation application against its sequential host reference.
+/// @brief The run of a simulation application checked against its sequential host reference.
 ///
 /// A run small enough for the reference is checked itself; a larger one runs unchecked and the
 /// check runs on a smaller model with the same rules and seed, so that a run of any size says
@@ -14,23 +14,20 @@
 
 namespace soaheap_app {
 
-/// @brief What run_with_reference_check() found.
-struct ReferenceCheck {
-  std::uint64_t mismatches = 0;   ///< differences between the heap and the reference (0 = passed)
-  double simulation_seconds = 0;  ///< seconds from AppRun's start to the end of the main run
-};
-
-/// @brief Runs `options.iterations` steps of the model @p model on @p heap (with @p run's
-///        per-iteration bookkeeping) and checks the result against the reference.
+/// @brief Builds the heap of @p model, runs `options.iterations` steps on it with AppRun's
+///        per-iteration bookkeeping, checks the result against the reference, validates the
+///        heap's structure and prints the result line.
 /// @tparam Simulation `Simulation(model)`, `static heap_options(model, backend)`, `setup(heap)`,
 ///         `step(heap, iteration)`
 /// @tparam Reference `Reference(model)`, `step(iteration)`
-/// @param compare `compare(reference, model, heap)`: the number of mismatches
 /// @param side_model when set, @p model is too large for the reference: the main run is unchecked
 ///        and this smaller model is simulated and checked instead
-template <class Simulation, class Reference, class Heap, class Model, class Compare>
-ReferenceCheck run_with_reference_check(const AppOptions& options, AppRun<Heap>& run, Heap& heap, const Model& model,
-                                        const std::optional<Model>& side_model, Compare&& compare) {
+/// @param compare `compare(reference, model, heap)`: the number of mismatches
+/// @param report `report(heap, extra)`: the application's own keys of the result line
+/// @return the process exit code: 0 iff the self-check passed
+template <class Simulation, class Reference, class Heap, class Model, class Compare, class Report>
+int run_checked_simulation(const char* app, const AppOptions& options, const Model& model,
+                           const std::optional<Model>& side_model, Compare&& compare, Report&& report) {
   const auto simulate = [&](const Simulation& simulation, Heap& target, AppRun<Heap>* bookkeeping) {
     simulation.setup(target);
     for (int it = 0; it < options.iterations; ++it) {
@@ -44,18 +41,25 @@ ReferenceCheck run_with_reference_check(const AppOptions& options, AppRun<Heap>&
     return compare(reference, checked_model, checked);
   };
 
-  ReferenceCheck check;
+  Heap heap(Simulation::heap_options(model, options.backend));
+  AppRun<Heap> run(app, options, heap);
   simulate(Simulation(model), heap, &run);
   run.stop_clock();  // the timed part ends here; the reference check is not part of the application
-  check.simulation_seconds = run.elapsed_seconds();
+  const double simulation_seconds = run.elapsed_seconds();
+  std::uint64_t mismatches = 0;
   if (!side_model) {
-    check.mismatches = compare_with_reference(model, heap);
+    mismatches = compare_with_reference(model, heap);
   } else {
     Heap side_heap(Simulation::heap_options(*side_model, options.backend));
     simulate(Simulation(*side_model), side_heap, nullptr);
-    check.mismatches = compare_with_reference(*side_model, side_heap);
+    mismatches = compare_with_reference(*side_model, side_heap);
   }
-  return check;
+  heap.validate(soaheap::Validation::structure);
+  Result extra;
+  report(heap, extra);
+  extra["simulation_time_s"] = simulation_seconds;
+  extra["self_check_mismatches"] = mismatches;
+  return run.finish(mismatches == 0, extra);
 }
 
 }  // namespace soaheap_app

@@ -13,11 +13,10 @@
 // Bandwidths count bytes read plus bytes written, for the device-to-device copy measured first as
 // for the phases: copy = 2 x bytes moved; rewrite = pointer-field bytes scanned in every pass plus a
 // read and a write of 8 bytes per relocated object (each object here has one referrer on average).
-#include "examples/common/app.cuh"
+#include "examples/common/cli.cuh"
 
 #include <soaheap/soaheap.cuh>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -251,7 +250,7 @@ nlohmann::json comparison(const nlohmann::json& plan, const nlohmann::json& pass
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"defrag_bench: CompactGpu's synthetic defragmentation benchmark (ISMM 2019 Table 1 / Figure 9)"};
+  soaheap_app::Cli app("defrag_bench: CompactGpu's synthetic defragmentation benchmark (ISMM 2019 Table 1 / Figure 9)");
   std::string backend_name;
   std::string mode = "table1";
   std::string strategy_name = "both";
@@ -263,25 +262,25 @@ int main(int argc, char** argv) {
   std::vector<int> factors = {1, 2, 3, 4, 5};
   std::uint64_t seed = 1;
   bool validate = false;
-  soaheap_app::add_backend_option(app, backend_name);
-  app.add_option("--mode", mode, "table1: one run per n and strategy; figure9: deletion 0..100 % in 5 % steps")
-      ->check(CLI::IsMember({"table1", "figure9"}));
-  app.add_option("--objects", objects,
-                 "objects per class (default 32768000 on cuda, 200000 on host; figure9: 2000000 / 100000)");
-  app.add_option("--delete-percent", delete_percent, "share of class BenchA deleted before defragmenting (table1)")
-      ->check(CLI::Range(0.0, 100.0));
-  app.add_option("--factors", factors, "defragmentation factors n")->delimiter(',')->check(CLI::Range(1, 63));
-  app.add_option("--strategy", strategy_name, "rewrite strategy: forwarding, records or both")
-      ->check(CLI::IsMember({"both", "forwarding", "records"}));
-  app.add_option("--compaction", compaction_name, "compaction strategy: plan, passes or both (side by side)")
-      ->check(CLI::IsMember({"both", "plan", "passes"}));
-  app.add_option("--target", target_name, "bound: the candidates (1/(n+1) guarantee); minimum: ceil(live/N) blocks (plan)")
-      ->check(CLI::IsMember({"bound", "minimum"}));
-  app.add_option("--locality-window", locality_window,
-                 "plan: compact windows of W consecutive blocks on their own (0: the whole class)");
-  app.add_option("--seed", seed, "seed of the random links and deletions");
-  app.add_flag("--validate", validate, "run heap.validate(full) after each defragmentation (slow)");
-  CLI11_PARSE(app, argc, argv);
+  app.backend(backend_name, soaheap::cuda_available());
+  app.choice("--mode", mode, "table1: one run per n and strategy; figure9: deletion 0..100 % in 5 % steps",
+             {"table1", "figure9"});
+  app.option("--objects", objects,
+             "objects per class (default 32768000 on cuda, 200000 on host; figure9: 2000000 / 100000)");
+  app.option("--delete-percent", delete_percent, "share of class BenchA deleted before defragmenting (table1)", 0.0,
+             100.0);
+  app.list("--factors", factors, "defragmentation factors n", 1, 63);
+  app.choice("--strategy", strategy_name, "rewrite strategy: forwarding, records or both",
+             {"both", "forwarding", "records"});
+  app.choice("--compaction", compaction_name, "compaction strategy: plan, passes or both (side by side)",
+             {"both", "plan", "passes"});
+  app.choice("--target", target_name, "bound: the candidates (1/(n+1) guarantee); minimum: ceil(live/N) blocks (plan)",
+             {"bound", "minimum"});
+  app.option("--locality-window", locality_window,
+             "plan: compact windows of W consecutive blocks on their own (0: the whole class)");
+  app.option("--seed", seed, "seed of the random links and deletions");
+  app.flag("--validate", validate, "run heap.validate(full) after each defragmentation (slow)");
+  if (const auto exit_code = app.parse(argc, argv)) return *exit_code;
 
   try {
     const soaheap::Backend backend = soaheap::parse_backend(backend_name);

@@ -30,12 +30,11 @@ using AutomatonHeap = soaheap::Heap<Cell, Agent, Alive, Candidate>;
 
 /// @brief Runs @p app from the command line; returns the process exit code.
 inline int run_automaton_app(const AutomatonApp& app, int argc, char** argv) {
-  CLI::App cli{app.description};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{128, 4096, 100, 1000});
+  soaheap_app::Cli cli = soaheap_app::application_cli(app.description, soaheap_app::AppDefaults{128, 4096, 100, 1000});
   std::uint32_t density = app.default_density;
-  cli.add_option("--density", density, "Initially alive cells per mille")->check(CLI::Range(0, 1000))->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
+  cli.option("--density", density, "Initially alive cells per mille", 0, 1000);
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
   const std::uint32_t side = static_cast<std::uint32_t>(options.size);
 
   Automaton<AutomatonHeap> life{{side, side}, app.rule, options.seed, density, {}};
@@ -67,7 +66,7 @@ inline int run_automaton_app(const AutomatonApp& app, int argc, char** argv) {
     for (int it = 0; it < options.iterations; ++it) small.step(small_heap, static_cast<std::uint64_t>(it));
     violations = check(small, small_heap);
   }
-  nlohmann::json extra;
+  soaheap_app::Result extra;
   extra["grid"] = {side, side};
   extra[app.population_key] = alive;
   extra["self_check_violations"] = violations;

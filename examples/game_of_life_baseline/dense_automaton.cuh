@@ -8,7 +8,7 @@
 // baseline programs print the same JSON fields as their application and compare the final grid
 // with the sequential reference cell by cell.
 
-#include "examples/common/app.cuh"
+#include "examples/common/baseline.cuh"
 #include "examples/game-of-life/rules.cuh"
 
 #include <soaheap/core/backend.cuh>
@@ -59,21 +59,28 @@ struct Step {
 /// The automaton on two state grids in the backend's memory (current and next, swapped per step).
 class Simulation {
  public:
-  Simulation(const soaheap::detail::Executor& executor, automaton::Grid shape, automaton::Rule rule,
-             std::uint64_t seed, std::uint32_t density_per_mille)
+  /// The model of a run: grid, rule, seed and initial density.
+  struct Model {
+    automaton::Grid shape;
+    automaton::Rule rule;
+    std::uint64_t seed;
+    std::uint32_t density_per_mille;
+  };
+
+  Simulation(const soaheap::detail::Executor& executor, const Model& model)
       : executor_(executor),
-        shape_(shape),
-        rule_(rule),
+        shape_(model.shape),
+        rule_(model.rule),
         current_(executor.backend, cells()),
         next_(executor.backend, cells()) {
-    executor_.launch(cells(), Initialize{current_.as<std::uint8_t>(), seed, density_per_mille});
+    executor_.launch(cells(), Initialize{current_.as<std::uint8_t>(), model.seed, model.density_per_mille});
   }
 
   std::uint64_t cells() const { return std::uint64_t{shape_.width} * shape_.height; }
   std::uint64_t memory_bytes() const { return current_.bytes() + next_.bytes(); }
 
   /// Launches one generation (asynchronously on cuda).
-  void step() {
+  void step(std::uint64_t /*iteration*/) {
     executor_.launch(cells(), Step{current_.as<std::uint8_t>(), next_.as<std::uint8_t>(), shape_, rule_});
     std::swap(current_, next_);
   }
@@ -107,79 +114,32 @@ struct Program {
 /// of that size, as the applications do) and prints the JSON result line.
 /// @return the process exit code: 0 iff the self-check passed
 inline int run(const Program& program, int argc, char** argv) {
-  CLI::App cli{program.description};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{128, 4096, 100, 1000});
+  soaheap_app::Cli cli = soaheap_app::application_cli(program.description, soaheap_app::AppDefaults{128, 4096, 100, 1000});
   std::uint32_t density = program.default_density_per_mille;
-  cli.add_option("--density", density, "Initially alive cells per mille")->check(CLI::Range(0, 1000))->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
-  const auto start = std::chrono::steady_clock::now();
+  cli.option("--density", density, "Initially alive cells per mille", 0, 1000);
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
   const std::uint32_t side = static_cast<std::uint32_t>(options.size);
-
-  std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  soaheap::detail::Executor executor;
-  executor.backend = options.backend;
-  if (options.backend == soaheap::Backend::host) {
-    pool = std::make_unique<soaheap::detail::ThreadPool>(0);
-    executor.pool = pool.get();
-  } else if (!soaheap::cuda_available()) {
-    throw soaheap::usage_error(std::string(program.name) + ": the cuda backend needs a CUDA GPU, and none is available");
-  }
-  Simulation life(executor, {side, side}, program.rule, options.seed, density);
-  const auto loop_start = std::chrono::steady_clock::now();
-  for (int it = 0; it < options.iterations; ++it) life.step();
-  executor.synchronize();  // kernels run asynchronously; the timed part ends when they are done
-  const auto loop_end = std::chrono::steady_clock::now();
-  const double loop_seconds = std::chrono::duration<double>(loop_end - loop_start).count();
-  const double timed_seconds = std::chrono::duration<double>(loop_end - start).count();
-
-  const std::vector<std::uint8_t> states = life.states();
-  std::uint64_t occupied = 0;
-  for (const std::uint8_t state : states) occupied += state != 0 ? 1 : 0;
-  const auto check = [&](automaton::Grid shape, const std::vector<std::uint8_t>& result) {
-    automaton::Reference reference(shape, program.rule, options.seed, density);
-    for (int it = 0; it < options.iterations; ++it) reference.step();
-    return automaton::count_state_mismatches(result, reference, program.name);
-  };
-  std::uint64_t mismatches = 0;
-  if (side <= automaton::kReferenceMaxSide) {
-    mismatches = check({side, side}, states);
-  } else {
-    const automaton::Grid small_shape{automaton::kReferenceMaxSide, automaton::kReferenceMaxSide};
-    Simulation small(executor, small_shape, program.rule, options.seed, density);
-    for (int it = 0; it < options.iterations; ++it) small.step();
-    mismatches = check(small_shape, small.states());
-  }
-  const bool passed = mismatches == 0;
-  const double check_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - timed_seconds;
-  nlohmann::json line = {{"app", program.name},
-                         {"backend", std::string(soaheap::to_string(options.backend))},
-                         {"size", options.size},
-                         {"iterations", options.iterations},
-                         {"seed", options.seed},
-                         {"defrag_policy", "none"},
-                         {"defrag_factor", 0},
-                         {"total_time_s", timed_seconds},
-                         {"check_time_s", check_seconds},
-                         {"simulation_time_s", loop_seconds},
-                         {"defrag_time_s", 0.0},
-                         {"enumeration_time_s", 0.0},
-                         {"objects", {{"Cell", life.cells()}, {"Alive", occupied}}},
-                         {"peak_allocated_blocks", 0},
-                         {"allocated_blocks", 0},
-                         {"block_bytes", 0},
-                         {"heap_bytes", life.memory_bytes()},
-                         {"fragmentation", 0.0},
-                         {"defrag_runs", 0},
-                         {"blocks_freed", 0},
-                         {"objects_moved", 0},
-                         {"grid", {side, side}},
-                         {program.alive_field, occupied},
-                         {"self_check_violations", mismatches},
-                         {"self_check", passed ? "passed" : "failed"}};
-  std::cout << line.dump() << std::endl;
-  return passed ? 0 : 1;
+  const Simulation::Model model{{side, side}, program.rule, options.seed, density};
+  std::optional<Simulation::Model> side_model;
+  if (side > automaton::kReferenceMaxSide)
+    side_model = Simulation::Model{{automaton::kReferenceMaxSide, automaton::kReferenceMaxSide}, program.rule,
+                                   options.seed, density};
+  return soaheap_app::run_baseline<Simulation>(
+      program.name, options, model, side_model,
+      [&](const Simulation::Model& checked_model, const Simulation& checked) {
+        automaton::Reference reference(checked_model.shape, program.rule, options.seed, density);
+        for (int it = 0; it < options.iterations; ++it) reference.step();
+        return automaton::count_state_mismatches(checked.states(), reference, program.name);
+      },
+      [&](const Simulation& simulation, soaheap_app::BaselineResult& result) {
+        std::uint64_t occupied = 0;
+        for (const std::uint8_t state : simulation.states()) occupied += state != 0 ? 1 : 0;
+        result.objects = {{"Cell", simulation.cells()}, {"Alive", occupied}};
+        result.extra["grid"] = {side, side};
+        result.extra[program.alive_field] = occupied;
+      },
+      "self_check_violations");
 }
 
 }  // namespace dense_automaton

@@ -3,7 +3,11 @@
 // runs against the platform allocator (CUDA device malloc/free on cuda, std::malloc/free on host)
 // so that one run gives the ratio. One JSON line per (allocator, n), then one line of ratios.
 
-#include "common/app.cuh"
+#include "common/cli.cuh"
+
+#include <soaheap/soaheap.cuh>
+
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -139,20 +143,16 @@ nlohmann::json result_line(const char* allocator, soaheap::Backend backend, std:
 }
 
 int run(int argc, char** argv) {
-  CLI::App cli{"linux-scalability allocation microbenchmark: soaheap vs the platform allocator (JSON lines)"};
-  std::uint64_t threads = kDefaultThreads;
+  soaheap_app::Cli cli("linux-scalability allocation microbenchmark: soaheap vs the platform allocator (JSON lines)");
+  unsigned long long threads = kDefaultThreads;
   std::string n_text;
   std::string backend_name;
   unsigned host_threads = 0;
-  cli.add_option("--threads", threads, "Allocating threads")->check(soaheap_app::at_least_one())->capture_default_str();
-  cli.add_option("--n-values", n_text, "Comma-separated objects per thread (default: powers of two 1..1024)");
-  soaheap_app::add_backend_option(cli, backend_name);
-  cli.add_option("--host-threads", host_threads, "Worker threads of the host backend (0 = all cores)");
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    return cli.exit(error);
-  }
+  cli.option("--threads", threads, "Allocating threads", 1, 1ULL << 40);
+  cli.option("--n-values", n_text, "Comma-separated objects per thread (default: powers of two 1..1024)");
+  cli.backend(backend_name, soaheap::cuda_available());
+  cli.option("--host-threads", host_threads, "Worker threads of the host backend (0 = all cores)");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   std::vector<std::uint64_t> n_values;
   if (n_text.empty()) {
     for (std::uint64_t n = 1; n <= kDefaultMaxN; n *= 2) n_values.push_back(n);

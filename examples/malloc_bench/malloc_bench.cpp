@@ -7,7 +7,11 @@
 //   - fill: threads allocate mixed sizes until their first failure; the heap's utilization then;
 //   - DeviceList: every thread appends k values one push_back at a time, or with one aggregated append(k).
 
-#include "common/app.cuh"
+#include "common/cli.cuh"
+
+#include <soaheap/soaheap.cuh>
+
+#include <nlohmann/json.hpp>
 
 #include <soaheap/core/device_list.cuh>
 #include <soaheap/core/untyped_memory.cuh>
@@ -278,36 +282,29 @@ void measure_platform_fill(Context& context, std::uint64_t threads, std::uint64_
 }
 
 int run(int argc, char** argv) {
-  CLI::App cli{"malloc_bench: soaheap::malloc/free and DeviceList vs the platform allocator (JSON lines)"};
+  soaheap_app::Cli cli("malloc_bench: soaheap::malloc/free and DeviceList vs the platform allocator (JSON lines)");
   // The default run is a short one (well under a minute on an H100, CUDA's malloc included);
-  // --full sweeps every size and thread count of the README's table.
-  std::string sizes_text = "16,256,4096,mixed";
-  std::string threads_text = "16384,131072";
+  // --full sweeps every size and thread count of the README's table. Empty lists: not given.
+  std::string sizes_text;
+  std::string threads_text;
   bool full = false;
-  std::string backend_name(soaheap::to_string(soaheap_app::default_backend()));
-  std::uint64_t heap_mib = 0;
+  std::string backend_name;
+  unsigned long long heap_mib = 0;
   unsigned host_threads = 0;
   bool skip_platform = false;
-  cli.add_option("--sizes", sizes_text, "Comma-separated request sizes in bytes, 'mixed' for 16..4096")->capture_default_str();
-  cli.add_option("--threads", threads_text, "Comma-separated thread counts")->capture_default_str();
-  cli.add_option("--backend", backend_name, "host or cuda (default: cuda when a GPU is available)")
-      ->check(CLI::IsMember({"host", "cuda"}))
-      ->capture_default_str();
-  cli.add_option("--heap-mib", heap_mib, "Heap size in MiB (default: 4096 on cuda, 256 on host)");
-  cli.add_option("--host-threads", host_threads, "Worker threads of the host backend (0 = all cores)");
-  cli.add_flag("--no-platform", skip_platform, "Measure soaheap only");
-  cli.add_flag("--full", full,
-               "The whole sweep: sizes 16,64,256,1024,4096,8192,mixed and threads 1024,16384,131072,1048576 "
-               "(several minutes); --sizes and --threads given explicitly still win");
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    return cli.exit(error);
-  }
-  if (full) {
-    if (cli.get_option("--sizes")->count() == 0) sizes_text = "16,64,256,1024,4096,8192,mixed";
-    if (cli.get_option("--threads")->count() == 0) threads_text = "1024,16384,131072,1048576";
-  }
+  cli.option("--sizes", sizes_text,
+             "Comma-separated request sizes in bytes, 'mixed' for 16..4096 (default: 16,256,4096,mixed)");
+  cli.option("--threads", threads_text, "Comma-separated thread counts (default: 16384,131072)");
+  cli.backend(backend_name, soaheap::cuda_available());
+  cli.option("--heap-mib", heap_mib, "Heap size in MiB (default: 4096 on cuda, 256 on host)");
+  cli.option("--host-threads", host_threads, "Worker threads of the host backend (0 = all cores)");
+  cli.flag("--no-platform", skip_platform, "Measure soaheap only");
+  cli.flag("--full", full,
+           "The whole sweep: sizes 16,64,256,1024,4096,8192,mixed and threads 1024,16384,131072,1048576 "
+           "(several minutes); --sizes and --threads given explicitly still win");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  if (sizes_text.empty()) sizes_text = full ? "16,64,256,1024,4096,8192,mixed" : "16,256,4096,mixed";
+  if (threads_text.empty()) threads_text = full ? "1024,16384,131072,1048576" : "16384,131072";
   const std::vector<std::uint64_t> sizes = parse_list(sizes_text, "--sizes");
   const std::vector<std::uint64_t> thread_counts = parse_list(threads_text, "--threads");
   const soaheap::Backend backend = soaheap::parse_backend(backend_name);

@@ -128,13 +128,12 @@ inline Totals measure(const NbodyHeap& heap, float gravity, float softening) {
 namespace {
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"N-body: all-pairs gravity between Body objects (device_do inside parallel_do); --size is the number of bodies"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{800, 16384, 40, 200});
+  soaheap_app::Cli cli = soaheap_app::application_cli("N-body: all-pairs gravity between Body objects (device_do inside parallel_do); --size is the number of bodies", soaheap_app::AppDefaults{800, 16384, 40, 200});
   nbody::Parameters parameters;
-  cli.add_option("--time-step", parameters.time_step, "integration time step")->capture_default_str();
-  cli.add_option("--softening", parameters.softening, "Plummer softening length")->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
+  cli.option("--time-step", parameters.time_step, "integration time step");
+  cli.option("--softening", parameters.softening, "Plummer softening length");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
 
   const std::uint64_t bodies = options.size;
   // G scales with 1/n so that accelerations stay O(1) at every problem size.
@@ -164,7 +163,7 @@ int run_app(int argc, char** argv) {
   const bool passed = after.bodies == bodies && std::isfinite(energy_after) &&
                       momentum_error <= parameters.momentum_tolerance && energy_drift <= parameters.energy_tolerance;
   heap.validate(soaheap::Validation::structure);
-  nlohmann::json extra;
+  soaheap_app::Result extra;
   extra["bodies"] = bodies;
   extra["momentum_error"] = momentum_error;
   extra["energy_drift"] = energy_drift;

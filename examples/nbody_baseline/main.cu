@@ -4,7 +4,6 @@
 // allocation (as in the DynaSOAr paper). Kernels run through the same executor as the heap
 // (CUDA grid or host thread pool). Prints the same JSON fields as the application.
 
-#include "examples/common/app.cuh"
 #include "examples/common/counter_hash.cuh"
 #include "examples/common/baseline.cuh"
 
@@ -121,14 +120,13 @@ inline Totals measure(const std::vector<float>& x, const std::vector<float>& y, 
 namespace {
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"N-body baseline: examples/nbody on fixed SOA arrays without the allocator (the defragmentation "
-               "options are accepted for a uniform command line and ignored); --size is the number of bodies"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{800, 16384, 40, 200});
+  soaheap_app::Cli cli = soaheap_app::application_cli("N-body baseline: examples/nbody on fixed SOA arrays without the allocator (the defragmentation "
+               "options are accepted for a uniform command line and ignored); --size is the number of bodies", soaheap_app::AppDefaults{800, 16384, 40, 200});
   float time_step = 5e-4f, softening = 0.05f;
-  cli.add_option("--time-step", time_step, "integration time step")->capture_default_str();
-  cli.add_option("--softening", softening, "Plummer softening length")->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
+  cli.option("--time-step", time_step, "integration time step");
+  cli.option("--softening", softening, "Plummer softening length");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
   const std::uint64_t n = options.size;
   const float gravity = 1.0f / static_cast<float>(n);
   const auto start = std::chrono::steady_clock::now();
@@ -181,11 +179,11 @@ int run_app(int argc, char** argv) {
   result.objects = {{"Body", n}};
   result.memory_bytes = memory_bytes;
   result.self_check_passed = passed;
-  result.extra = {{"bodies", n},
-                  {"momentum_error", momentum_error},
-                  {"energy_drift", energy_drift},
-                  {"energy", energy_after}};
-  return soaheap_app::finish_baseline(result, backend, options);
+  result.extra["bodies"] = n;
+  result.extra["momentum_error"] = momentum_error;
+  result.extra["energy_drift"] = energy_drift;
+  result.extra["energy"] = energy_after;
+  return soaheap_app::finish_baseline(result, options);
 }
 
 }  // namespace

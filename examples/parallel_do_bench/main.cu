@@ -7,7 +7,9 @@
 // Each case runs --repetitions times back to back and waits once at the end, as an application's
 // iteration loop does; one JSON line per case.
 
-#include "examples/common/app.cuh"
+#include "examples/common/cli.cuh"
+
+#include <soaheap/soaheap.cuh>
 
 #include <soaheap/core/memory.cuh>
 
@@ -68,14 +70,14 @@ double seconds_per_call(int repetitions, Body&& body, const std::function<void()
 
 int main(int argc, char** argv) {
   return soaheap_app::run_main("parallel_do_bench", [&] {
-    CLI::App cli{"parallel_do overhead against plain array kernels"};
-    std::string backend_name(soaheap::to_string(soaheap_app::default_backend()));
-    std::uint64_t objects = 1 << 24;
+    soaheap_app::Cli cli("parallel_do overhead against plain array kernels");
+    std::string backend_name;
+    unsigned long long objects = 1 << 24;
     int repetitions = 1000;
-    cli.add_option("--backend", backend_name, "host or cuda")->check(CLI::IsMember({"host", "cuda"}))->capture_default_str();
-    cli.add_option("--objects", objects, "objects of the axpy case")->check(CLI::PositiveNumber)->capture_default_str();
-    cli.add_option("--repetitions", repetitions, "calls per case")->check(CLI::PositiveNumber)->capture_default_str();
-    CLI11_PARSE(cli, argc, argv);
+    cli.backend(backend_name, soaheap::cuda_available());
+    cli.option("--objects", objects, "objects of the axpy case", 1, 1ULL << 40);
+    cli.option("--repetitions", repetitions, "calls per case", 1, 1 << 30);
+    if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
     const soaheap::Backend backend = soaheap::parse_backend(backend_name);
 
     soaheap::HeapOptions options;
@@ -98,11 +100,15 @@ int main(int argc, char** argv) {
         [&] { executor.synchronize(); });
 
     const auto line = [&](const char* name, double seconds, std::uint64_t count) {
-      nlohmann::json result = {{"bench", "parallel_do"}, {"case", name}, {"backend", backend_name},
-                               {"objects", count},       {"repetitions", repetitions},
-                               {"us_per_call", seconds * 1e6}};
+      soaheap_app::Result result;
+      result["bench"] = "parallel_do";
+      result["case"] = name;
+      result["backend"] = backend_name;
+      result["objects"] = count;
+      result["repetitions"] = repetitions;
+      result["us_per_call"] = seconds * 1e6;
       if (count != 0) result["ns_per_object"] = seconds * 1e9 / static_cast<double>(count);
-      std::cout << result.dump() << std::endl;
+      result.print();
     };
     heap.parallel_do<pdo::Particle, &pdo::Particle::maybe_destroy<pdo::BenchHeap::View>>(heap.view(), 20251124u);
     const std::uint64_t survivors = heap.count<pdo::Particle>();
@@ -113,12 +119,12 @@ int main(int argc, char** argv) {
     line("axpy_parallel_do", with_objects, objects);
     line("axpy_plain_arrays", arrays, objects);
     line("axpy_half_destroyed", half_destroyed, survivors);
-    std::cout << nlohmann::json{{"bench", "parallel_do"},
-                                {"case", "ratio"},
-                                {"axpy_parallel_do_over_arrays", with_objects / arrays},
-                                {"axpy_half_destroyed_over_arrays", half_destroyed / arrays}}
-                     .dump()
-              << std::endl;
+    soaheap_app::Result ratio;
+    ratio["bench"] = "parallel_do";
+    ratio["case"] = "ratio";
+    ratio["axpy_parallel_do_over_arrays"] = with_objects / arrays;
+    ratio["axpy_half_destroyed_over_arrays"] = half_destroyed / arrays;
+    ratio.print();
     heap.validate(soaheap::Validation::structure);
     return 0;
   });

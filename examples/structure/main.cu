@@ -380,18 +380,16 @@ constexpr std::uint64_t kCheckEveryBfsMaxNodes = 1u << 16;
 enum Counter { kBroken, kRemovedNodes, kRemovedSprings, kChanged, kCounters };
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"Structure: fracture of a pulled spring-node mesh; a BFS from the anchors removes detached fragments"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{48, 512, 300, 5000});
+  soaheap_app::Cli cli = soaheap_app::application_cli("Structure: fracture of a pulled spring-node mesh; a BFS from the anchors removes detached fragments", soaheap_app::AppDefaults{48, 512, 300, 5000});
   structure::Physics physics;
   int bfs_interval = 10;
-  cli.add_option("--bfs-interval", bfs_interval, "Run the BFS (and remove detached fragments) every this many iterations")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cli.add_option("--pull-speed", physics.pull_speed, "Speed of the pulled right column")->capture_default_str();
-  cli.add_option("--prestrain", physics.prestrain, "Initial stretch of the mesh (both directions)")->capture_default_str();
-  cli.add_option("--breaking-strain", physics.breaking_strain, "Mean strain at which a spring breaks")->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
+  cli.option("--bfs-interval", bfs_interval, "Run the BFS (and remove detached fragments) every this many iterations", 1,
+             1 << 30);
+  cli.option("--pull-speed", physics.pull_speed, "Speed of the pulled right column");
+  cli.option("--prestrain", physics.prestrain, "Initial stretch of the mesh (both directions)");
+  cli.option("--breaking-strain", physics.breaking_strain, "Mean strain at which a spring breaks");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
 
   // --size is the mesh width; the mesh is size x size lattice sites.
   const std::uint32_t side = static_cast<std::uint32_t>(std::max<std::uint64_t>(options.size, 2));
@@ -449,7 +447,7 @@ int run_app(int argc, char** argv) {
   if (!check_every_bfs) violations += structure::check_connectivity(heap);
   heap.validate();  // throws (exit code 2) when a heap invariant or a pointer field is broken
 
-  nlohmann::json extra;
+  soaheap_app::Result extra;
   extra["mesh"] = {side, side};
   extra["initial_springs"] = initial_springs;
   extra["broken_springs"] = read_counter(kBroken);

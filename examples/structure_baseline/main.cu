@@ -6,7 +6,6 @@
 // thread pool). Prints the same JSON fields as structure, and checks the same connectivity
 // invariants after every BFS (small meshes) or at the end.
 
-#include "examples/common/app.cuh"
 #include "examples/common/counter_hash.cuh"
 #include "examples/common/baseline.cuh"
 
@@ -309,18 +308,16 @@ std::uint64_t check_connectivity(const HostMesh& m) {
 }
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"Structure baseline: the structure model on fixed arrays with active flags, without an allocator"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{48, 512, 300, 5000});
+  soaheap_app::Cli cli = soaheap_app::application_cli("Structure baseline: the structure model on fixed arrays with active flags, without an allocator", soaheap_app::AppDefaults{48, 512, 300, 5000});
   Physics physics;
   int bfs_interval = 10;
-  cli.add_option("--bfs-interval", bfs_interval, "Run the BFS (and remove detached fragments) every this many iterations")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cli.add_option("--pull-speed", physics.pull_speed, "Speed of the pulled right column")->capture_default_str();
-  cli.add_option("--prestrain", physics.prestrain, "Initial stretch of the mesh (both directions)")->capture_default_str();
-  cli.add_option("--breaking-strain", physics.breaking_strain, "Mean strain at which a spring breaks")->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
+  cli.option("--bfs-interval", bfs_interval, "Run the BFS (and remove detached fragments) every this many iterations", 1,
+             1 << 30);
+  cli.option("--pull-speed", physics.pull_speed, "Speed of the pulled right column");
+  cli.option("--prestrain", physics.prestrain, "Initial stretch of the mesh (both directions)");
+  cli.option("--breaking-strain", physics.breaking_strain, "Mean strain at which a spring breaks");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
   const auto start = std::chrono::steady_clock::now();
 
   const std::uint32_t side = static_cast<std::uint32_t>(std::max<std::uint64_t>(options.size, 2));
@@ -425,14 +422,14 @@ int run_app(int argc, char** argv) {
                     {"Spring", count_active(final_mesh.spring_active)}};
   result.memory_bytes = memory_bytes;
   result.self_check_passed = passed;
-  result.extra = {{"mesh", {side, side}},
-                  {"initial_springs", initial_springs},
-                  {"broken_springs", read_counter(kBroken)},
-                  {"removed_nodes", read_counter(kRemovedNodes)},
-                  {"removed_springs", read_counter(kRemovedSprings)},
-                  {"bfs_runs", bfs_runs},
-                  {"self_check_violations", violations}};
-  return soaheap_app::finish_baseline(result, backend, options);
+  result.extra["mesh"] = {side, side};
+  result.extra["initial_springs"] = initial_springs;
+  result.extra["broken_springs"] = read_counter(kBroken);
+  result.extra["removed_nodes"] = read_counter(kRemovedNodes);
+  result.extra["removed_springs"] = read_counter(kRemovedSprings);
+  result.extra["bfs_runs"] = bfs_runs;
+  result.extra["self_check_violations"] = violations;
+  return soaheap_app::finish_baseline(result, options);
 }
 
 }  // namespace

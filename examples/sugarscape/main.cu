@@ -265,38 +265,23 @@ inline std::uint64_t compare(const Reference& reference, const World& world, con
 namespace {
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"Sugarscape: agents on a torus grid of Cell objects consume sugar, age, mate (new Agent objects) and "
-               "die (destroy). --size is the side of the grid"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{64, 2048, 100, 500});
-  sugarscape::World world;
-  cli.add_option("--initial-density", world.initial_per_mille, "initially occupied cells per mille")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000));
-  cli.add_option("--regrowth", world.regrowth, "sugar regrowth per step")->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
-  world.side = static_cast<std::uint32_t>(options.size);
-  world.seed = options.seed;
+  soaheap_app::Cli cli = soaheap_app::application_cli("Sugarscape: agents on a torus grid of Cell objects consume sugar, age, mate (new Agent objects) and "
+               "die (destroy). --size is the side of the grid", soaheap_app::AppDefaults{64, 2048, 100, 500});
+  sugarscape::World defaults;
+  sugarscape::add_options(cli, defaults);
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
+  const sugarscape::World world = sugarscape::world_of(defaults, options);
 
-  sugarscape::SugarHeap heap(sugarscape::Simulation::heap_options(world, options.backend));
-  soaheap_app::AppRun<sugarscape::SugarHeap> run("sugarscape", options, heap);
-  std::optional<sugarscape::World> side_world;  // too large for the reference: check a smaller one
-  if (world.side > sugarscape::kReferenceMaxSide) {
-    side_world = world;
-    side_world->side = sugarscape::kReferenceMaxSide / 2;
-  }
-  const soaheap_app::ReferenceCheck check = soaheap_app::run_with_reference_check<sugarscape::Simulation, sugarscape::Reference>(
-      options, run, heap, world, side_world, [](const auto& reference, const auto& checked_model, const auto& checked) {
+  return soaheap_app::run_checked_simulation<sugarscape::Simulation, sugarscape::Reference, sugarscape::SugarHeap>(
+      "sugarscape", options, world, sugarscape::side_run_of(world),
+      [](const auto& reference, const auto& checked_model, const auto& checked) {
         return sugarscape::compare(reference, checked_model, checked);
+      },
+      [&](const sugarscape::SugarHeap& heap, soaheap_app::Result& extra) {
+        extra["grid"] = {world.side, world.side};
+        extra["agents"] = heap.count<sugarscape::Agent>();
       });
-  const std::uint64_t agents = heap.count<sugarscape::Agent>();
-  heap.validate(soaheap::Validation::structure);
-  nlohmann::json extra;
-  extra["grid"] = {world.side, world.side};
-  extra["agents"] = agents;
-  extra["simulation_time_s"] = check.simulation_seconds;
-  extra["self_check_mismatches"] = check.mismatches;
-  return run.finish(check.mismatches == 0, extra);
 }
 
 }  // namespace

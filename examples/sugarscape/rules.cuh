@@ -6,6 +6,7 @@
 
 #include "examples/common/counter_hash.cuh"
 #include "examples/common/requests.cuh"
+#include "examples/harness/harness.hpp"
 
 #include <soaheap/base/portability.cuh>
 
@@ -216,5 +217,27 @@ class Reference {
 /// Largest grid side compared against the reference on the full run; larger runs check a side-run
 /// of half this side with the same seed and iterations.
 constexpr std::uint32_t kReferenceMaxSide = 128;
+
+/// The model's command-line options, shared by the application and its baseline.
+inline void add_options(soaheap_app::Cli& cli, World& world) {
+  cli.option("--initial-density", world.initial_per_mille, "initially occupied cells per mille", 0, 1000);
+  cli.option("--regrowth", world.regrowth, "sugar regrowth per step");
+}
+
+/// The world of a run: --size is the side of the grid.
+inline World world_of(World world, const soaheap_app::AppOptions& options) {
+  world.side = static_cast<std::uint32_t>(options.size);
+  world.seed = options.seed;
+  return world;
+}
+
+/// The model the self-check simulates: @p world itself, or a smaller side-run when @p world is too
+/// large for the sequential reference.
+inline std::optional<World> side_run_of(const World& world) {
+  if (world.side <= kReferenceMaxSide) return std::nullopt;
+  World side = world;
+  side.side = kReferenceMaxSide / 2;
+  return side;
+}
 
 }  // namespace sugarscape

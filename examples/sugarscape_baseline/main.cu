@@ -6,7 +6,6 @@
 // the same executor as the heap (CUDA grid or host thread pool). Prints the same JSON fields as
 // sugarscape and compares the final grid with the sequential reference cell by cell.
 
-#include "examples/common/app.cuh"
 #include "examples/common/baseline.cuh"
 #include "examples/common/cell_arrays.cuh"
 #include "examples/sugarscape/rules.cuh"
@@ -275,66 +274,35 @@ class Simulation {
 namespace {
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"Sugarscape baseline: the sugarscape rules on fixed per-cell arrays, without an allocator. --size is "
-               "the side of the grid"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{64, 2048, 100, 500});
-  sugarscape::World world;
-  cli.add_option("--initial-density", world.initial_per_mille, "initially occupied cells per mille")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000));
-  cli.add_option("--regrowth", world.regrowth, "sugar regrowth per step")->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
-  const auto start = std::chrono::steady_clock::now();
-  world.side = static_cast<std::uint32_t>(options.size);
-  world.seed = options.seed;
-
-  std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(options.backend, "sugarscape_baseline", pool);
-  const sugarscape_baseline::Simulation simulation(executor, world);
-  const auto loop_start = std::chrono::steady_clock::now();
-  for (int it = 0; it < options.iterations; ++it) simulation.step(static_cast<std::uint64_t>(it));
-  executor.synchronize();  // kernels run asynchronously; the timed part ends when they are done
-  const auto loop_end = std::chrono::steady_clock::now();
-  const double loop_seconds = std::chrono::duration<double>(loop_end - loop_start).count();
-  const double timed_seconds = std::chrono::duration<double>(loop_end - start).count();
-
-  std::vector<int> sugar;
-  std::vector<std::optional<sugarscape::Reference::Person>> agents;
-  simulation.read(sugar, agents);
-  std::uint64_t agent_count = 0;
-  for (const auto& agent : agents) agent_count += agent.has_value() ? 1 : 0;
-  const auto check = [&](const sugarscape::World& checked_world, const sugarscape_baseline::Simulation& checked) {
-    sugarscape::Reference reference(checked_world);
-    for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
-    std::vector<int> final_sugar;
-    std::vector<std::optional<sugarscape::Reference::Person>> final_agents;
-    checked.read(final_sugar, final_agents);
-    return reference.compare(final_sugar, final_agents);
+  soaheap_app::Cli cli = soaheap_app::application_cli("Sugarscape baseline: the sugarscape rules on fixed per-cell arrays, without an allocator. --size is "
+               "the side of the grid", soaheap_app::AppDefaults{64, 2048, 100, 500});
+  sugarscape::World defaults;
+  sugarscape::add_options(cli, defaults);
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
+  const sugarscape::World world = sugarscape::world_of(defaults, options);
+  using sugarscape_baseline::Simulation;
+  const auto read = [](const Simulation& simulation) {
+    std::vector<int> sugar;
+    std::vector<std::optional<sugarscape::Reference::Person>> agents;
+    simulation.read(sugar, agents);
+    return std::make_pair(sugar, agents);
   };
-  std::uint64_t mismatches = 0;
-  if (world.side <= sugarscape::kReferenceMaxSide) {
-    mismatches = check(world, simulation);
-  } else {
-    sugarscape::World small = world;
-    small.side = sugarscape::kReferenceMaxSide / 2;
-    const sugarscape_baseline::Simulation small_simulation(executor, small);
-    for (int it = 0; it < options.iterations; ++it) small_simulation.step(static_cast<std::uint64_t>(it));
-    mismatches = check(small, small_simulation);
-  }
-  const bool passed = mismatches == 0;
-  soaheap_app::BaselineResult result;
-  result.app = "sugarscape_baseline";
-  result.start = start;
-  result.timed_seconds = timed_seconds;
-  result.simulation_seconds = loop_seconds;
-  result.objects = {{"Cell", world.cell_count()}, {"Agent", agent_count}};
-  result.memory_bytes = simulation.memory_bytes();
-  result.self_check_passed = passed;
-  result.extra = {{"grid", {world.side, world.side}},
-                  {"agents", agent_count},
-                  {"self_check_mismatches", mismatches}};
-  return soaheap_app::finish_baseline(result, options.backend, options);
+  return soaheap_app::run_baseline<Simulation>(
+      "sugarscape_baseline", options, world, sugarscape::side_run_of(world),
+      [&](const sugarscape::World& checked_world, const Simulation& checked) {
+        sugarscape::Reference reference(checked_world);
+        for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
+        const auto [sugar, agents] = read(checked);
+        return reference.compare(sugar, agents);
+      },
+      [&](const Simulation& simulation, soaheap_app::BaselineResult& result) {
+        std::uint64_t agents = 0;
+        for (const auto& agent : read(simulation).second) agents += agent.has_value() ? 1 : 0;
+        result.objects = {{"Cell", world.cell_count()}, {"Agent", agents}};
+        result.extra["grid"] = {world.side, world.side};
+        result.extra["agents"] = agents;
+      });
 }
 
 }  // namespace

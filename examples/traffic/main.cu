@@ -215,41 +215,24 @@ inline std::uint64_t compare(const Reference& reference, const Network& network,
 namespace {
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"Traffic: Nagel-Schreckenberg on a street network of Cell objects; Car objects are created at sources "
-               "and destroyed at sinks. --size is the number of streets"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{256, 65536, 200, 1000});
-  traffic::Network network;
-  network.length = 64;
-  cli.add_option("--street-length", network.length, "cells per street")->capture_default_str()->check(CLI::Range(2, 1 << 16));
-  cli.add_option("--density", network.initial_density, "initial share of occupied cells")->capture_default_str();
-  cli.add_option("--spawn-probability", network.spawn_probability, "chance per step that a free source cell gets a car")
-      ->capture_default_str();
-  cli.add_option("--slow-down", network.slow_down_probability, "NaSch random slow-down probability")->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
-  network.streets = static_cast<std::uint32_t>(options.size);
-  network.seed = options.seed;
+  soaheap_app::Cli cli = soaheap_app::application_cli("Traffic: Nagel-Schreckenberg on a street network of Cell objects; Car objects are created at sources "
+               "and destroyed at sinks. --size is the number of streets", soaheap_app::AppDefaults{256, 65536, 200, 1000});
+  traffic::Network defaults;
+  traffic::add_options(cli, defaults);
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
+  const traffic::Network network = traffic::network_of(defaults, options);
 
-  traffic::TrafficHeap heap(traffic::Simulation::heap_options(network, options.backend));
-  soaheap_app::AppRun<traffic::TrafficHeap> run("traffic", options, heap);
-  std::optional<traffic::Network> side_network;  // too large for the reference: check a smaller one
-  if (network.streets > traffic::kReferenceMaxStreets) {
-    side_network = network;
-    side_network->streets = traffic::kReferenceMaxStreets / 4;
-  }
-  const soaheap_app::ReferenceCheck check = soaheap_app::run_with_reference_check<traffic::Simulation, traffic::Reference>(
-      options, run, heap, network, side_network, [](const auto& reference, const auto& checked_model, const auto& checked) {
+  return soaheap_app::run_checked_simulation<traffic::Simulation, traffic::Reference, traffic::TrafficHeap>(
+      "traffic", options, network, traffic::side_run_of(network),
+      [](const auto& reference, const auto& checked_model, const auto& checked) {
         return traffic::compare(reference, checked_model, checked);
+      },
+      [&](const traffic::TrafficHeap& heap, soaheap_app::Result& extra) {
+        extra["streets"] = network.streets;
+        extra["cells"] = network.cell_count();
+        extra["cars"] = heap.count<traffic::Car>();
       });
-  const std::uint64_t cars = heap.count<traffic::Car>();
-  heap.validate(soaheap::Validation::structure);
-  nlohmann::json extra;
-  extra["streets"] = network.streets;
-  extra["cells"] = network.cell_count();
-  extra["cars"] = cars;
-  extra["simulation_time_s"] = check.simulation_seconds;
-  extra["self_check_mismatches"] = check.mismatches;
-  return run.finish(check.mismatches == 0, extra);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include "examples/common/counter_hash.cuh"
 #include "examples/common/requests.cuh"
 
+#include "examples/harness/harness.hpp"
+
 #include <soaheap/base/portability.cuh>
 
 #include <algorithm>
@@ -168,5 +170,30 @@ class Reference {
 /// Most streets compared against the reference on the full run; larger runs check a side-run of a
 /// quarter of this with the same seed and iterations.
 constexpr std::uint32_t kReferenceMaxStreets = 256;
+
+/// The model's command-line options, shared by the application and its baseline.
+inline void add_options(soaheap_app::Cli& cli, Network& network) {
+  network.length = 64;
+  cli.option("--street-length", network.length, "cells per street", 2, 1 << 16);
+  cli.option("--density", network.initial_density, "initial share of occupied cells");
+  cli.option("--spawn-probability", network.spawn_probability, "chance per step that a free source cell gets a car");
+  cli.option("--slow-down", network.slow_down_probability, "NaSch random slow-down probability");
+}
+
+/// The network of a run: --size is the number of streets.
+inline Network network_of(Network network, const soaheap_app::AppOptions& options) {
+  network.streets = static_cast<std::uint32_t>(options.size);
+  network.seed = options.seed;
+  return network;
+}
+
+/// The model the self-check simulates: @p network itself, or a smaller side-run when @p network is
+/// too large for the sequential reference.
+inline std::optional<Network> side_run_of(const Network& network) {
+  if (network.streets <= kReferenceMaxStreets) return std::nullopt;
+  Network side = network;
+  side.streets = kReferenceMaxStreets / 4;
+  return side;
+}
 
 }  // namespace traffic

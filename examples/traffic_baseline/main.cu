@@ -6,7 +6,6 @@
 // executor as the heap (CUDA grid or host thread pool). Prints the same JSON fields as traffic and
 // compares the final network with the sequential reference cell by cell.
 
-#include "examples/common/app.cuh"
 #include "examples/common/baseline.cuh"
 #include "examples/common/cell_arrays.cuh"
 #include "examples/traffic/rules.cuh"
@@ -200,64 +199,29 @@ class Simulation {
 namespace {
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"Traffic baseline: the Nagel-Schreckenberg rules of traffic on fixed per-cell arrays, without an "
-               "allocator. --size is the number of streets"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{256, 65536, 200, 1000});
-  traffic::Network network;
-  network.length = 64;
-  cli.add_option("--street-length", network.length, "cells per street")->capture_default_str()->check(CLI::Range(2, 1 << 16));
-  cli.add_option("--density", network.initial_density, "initial share of occupied cells")->capture_default_str();
-  cli.add_option("--spawn-probability", network.spawn_probability, "chance per step that a free source cell gets a car")
-      ->capture_default_str();
-  cli.add_option("--slow-down", network.slow_down_probability, "NaSch random slow-down probability")->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
-  const auto start = std::chrono::steady_clock::now();
-  network.streets = static_cast<std::uint32_t>(options.size);
-  network.seed = options.seed;
-
-  std::unique_ptr<soaheap::detail::ThreadPool> pool;
-  const soaheap::detail::Executor executor = soaheap_app::baseline_executor(options.backend, "traffic_baseline", pool);
-  const traffic_baseline::Simulation simulation(executor, network);
-  const auto loop_start = std::chrono::steady_clock::now();
-  for (int it = 0; it < options.iterations; ++it) simulation.step(static_cast<std::uint64_t>(it));
-  executor.synchronize();  // kernels run asynchronously; the timed part ends when they are done
-  const auto loop_end = std::chrono::steady_clock::now();
-  const double loop_seconds = std::chrono::duration<double>(loop_end - loop_start).count();
-  const double timed_seconds = std::chrono::duration<double>(loop_end - start).count();
-
-  std::uint64_t cars = 0;
-  for (const auto& car : simulation.cars()) cars += car.has_value() ? 1 : 0;
-  const auto check = [&](const traffic::Network& checked_network, const traffic_baseline::Simulation& checked) {
-    traffic::Reference reference(checked_network);
-    for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
-    return reference.compare(checked.cars());
-  };
-  std::uint64_t mismatches = 0;
-  if (network.streets <= traffic::kReferenceMaxStreets) {
-    mismatches = check(network, simulation);
-  } else {
-    // Too large for the sequential reference: check a small network with the same rules.
-    traffic::Network small = network;
-    small.streets = traffic::kReferenceMaxStreets / 4;
-    const traffic_baseline::Simulation small_simulation(executor, small);
-    for (int it = 0; it < options.iterations; ++it) small_simulation.step(static_cast<std::uint64_t>(it));
-    mismatches = check(small, small_simulation);
-  }
-  const bool passed = mismatches == 0;
-  soaheap_app::BaselineResult result;
-  result.app = "traffic_baseline";
-  result.start = start;
-  result.timed_seconds = timed_seconds;
-  result.simulation_seconds = loop_seconds;
-  result.objects = {{"Cell", network.cell_count()}, {"Car", cars}};
-  result.memory_bytes = simulation.memory_bytes();
-  result.self_check_passed = passed;
-  result.extra = {{"streets", network.streets},
-                  {"cells", network.cell_count()},
-                  {"cars", cars},
-                  {"self_check_mismatches", mismatches}};
-  return soaheap_app::finish_baseline(result, options.backend, options);
+  soaheap_app::Cli cli = soaheap_app::application_cli("Traffic baseline: the Nagel-Schreckenberg rules of traffic on fixed per-cell arrays, without an "
+               "allocator. --size is the number of streets", soaheap_app::AppDefaults{256, 65536, 200, 1000});
+  traffic::Network defaults;
+  traffic::add_options(cli, defaults);
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
+  const traffic::Network network = traffic::network_of(defaults, options);
+  using traffic_baseline::Simulation;
+  return soaheap_app::run_baseline<Simulation>(
+      "traffic_baseline", options, network, traffic::side_run_of(network),
+      [&](const traffic::Network& checked_network, const Simulation& checked) {
+        traffic::Reference reference(checked_network);
+        for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
+        return reference.compare(checked.cars());
+      },
+      [&](const Simulation& simulation, soaheap_app::BaselineResult& result) {
+        std::uint64_t cars = 0;
+        for (const auto& car : simulation.cars()) cars += car.has_value() ? 1 : 0;
+        result.objects = {{"Cell", network.cell_count()}, {"Car", cars}};
+        result.extra["streets"] = network.streets;
+        result.extra["cells"] = network.cell_count();
+        result.extra["cars"] = cars;
+      });
 }
 
 }  // namespace

@@ -309,15 +309,13 @@ namespace {
 constexpr std::uint32_t kReferenceMaxSide = 256;
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"Wa-Tor: fish and sharks on a torus grid of cell objects (agents are created and destroyed)"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{64, 4096, 60, 500});
+  soaheap_app::Cli cli = soaheap_app::application_cli("Wa-Tor: fish and sharks on a torus grid of cell objects (agents are created and destroyed)", soaheap_app::AppDefaults{64, 4096, 60, 500});
   wator::Rules rules;
-  cli.add_option("--fish-breed", rules.fish_breed_time, "Steps a fish needs to breed")->capture_default_str();
-  cli.add_option("--shark-breed", rules.shark_breed_time, "Steps a shark needs to breed")->capture_default_str();
-  cli.add_option("--shark-starve", rules.shark_starve_time, "Steps without food after which a shark dies")
-      ->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
+  cli.option("--fish-breed", rules.fish_breed_time, "Steps a fish needs to breed");
+  cli.option("--shark-breed", rules.shark_breed_time, "Steps a shark needs to breed");
+  cli.option("--shark-starve", rules.shark_starve_time, "Steps without food after which a shark dies");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
 
   const std::uint32_t side = static_cast<std::uint32_t>(options.size);
   wator::Simulation simulation{side, side, options.seed, rules};
@@ -356,7 +354,7 @@ int run_app(int argc, char** argv) {
       for (int it = 0; it < options.iterations; ++it) small.step(small_heap, it);
     });
   }
-  nlohmann::json extra;
+  soaheap_app::Result extra;
   extra["grid"] = {side, side};
   extra["fish"] = fish;
   extra["sharks"] = sharks;

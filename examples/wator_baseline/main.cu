@@ -5,7 +5,6 @@
 // same executor as the heap (CUDA grid or host thread pool). Prints the same JSON fields as wa-tor
 // and compares the final grid with the sequential reference cell by cell.
 
-#include "examples/common/app.cuh"
 #include "examples/common/baseline.cuh"
 #include "examples/wa-tor/rules.cuh"
 
@@ -137,15 +136,13 @@ struct Commit {
 namespace {
 
 int run_app(int argc, char** argv) {
-  CLI::App cli{"Wa-Tor baseline: the wa-tor rules on fixed per-cell arrays, without an allocator"};
-  soaheap_app::CommonOptions common(cli, soaheap_app::AppDefaults{64, 4096, 60, 500});
+  soaheap_app::Cli cli = soaheap_app::application_cli("Wa-Tor baseline: the wa-tor rules on fixed per-cell arrays, without an allocator", soaheap_app::AppDefaults{64, 4096, 60, 500});
   wator::Rules rules;
-  cli.add_option("--fish-breed", rules.fish_breed_time, "Steps a fish needs to breed")->capture_default_str();
-  cli.add_option("--shark-breed", rules.shark_breed_time, "Steps a shark needs to breed")->capture_default_str();
-  cli.add_option("--shark-starve", rules.shark_starve_time, "Steps without food after which a shark dies")
-      ->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
-  const soaheap_app::AppOptions options = common.finalize();
+  cli.option("--fish-breed", rules.fish_breed_time, "Steps a fish needs to breed");
+  cli.option("--shark-breed", rules.shark_breed_time, "Steps a shark needs to breed");
+  cli.option("--shark-starve", rules.shark_starve_time, "Steps without food after which a shark dies");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  const soaheap_app::AppOptions options = cli.options();
   const auto start = std::chrono::steady_clock::now();
 
   const std::uint32_t side = static_cast<std::uint32_t>(options.size);
@@ -211,11 +208,11 @@ int run_app(int argc, char** argv) {
   result.objects = {{"Cell", n}, {"Fish", fish}, {"Shark", sharks}};
   result.memory_bytes = memory_bytes;
   result.self_check_passed = passed;
-  result.extra = {{"grid", {side, side}},
-                  {"fish", fish},
-                  {"sharks", sharks},
-                  {"self_check_mismatches", mismatches}};
-  return soaheap_app::finish_baseline(result, backend, options);
+  result.extra["grid"] = {side, side};
+  result.extra["fish"] = fish;
+  result.extra["sharks"] = sharks;
+  result.extra["self_check_mismatches"] = mismatches;
+  return soaheap_app::finish_baseline(result, options);
 }
 
 }  // namespace

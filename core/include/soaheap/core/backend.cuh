@@ -52,6 +52,21 @@ inline bool cuda_available() {
 #endif
 }
 
+/// @brief The device a heap of @p backend runs on, in words: the GPU's name, or the host's threads.
+inline std::string describe_device(Backend backend, unsigned host_threads) {
+#if SOAHEAP_HAS_CUDA
+  if (backend == Backend::cuda) {
+    int device = 0;
+    cudaDeviceProp properties{};
+    if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&properties, device) == cudaSuccess)
+      return properties.name;
+  }
+#endif
+  if (backend == Backend::cuda) return "CUDA GPU";
+  return "host CPU, " + std::to_string(host_threads) + " worker threads (" +
+         std::to_string(std::thread::hardware_concurrency()) + " hardware threads)";
+}
+
 namespace detail {
 
 inline constexpr unsigned kThreadsPerCudaBlock = 256;

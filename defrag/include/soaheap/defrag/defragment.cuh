@@ -30,7 +30,7 @@
 #include <soaheap/defrag/detail/candidate_scan.cuh>
 #include <soaheap/defrag/detail/copy_objects.cuh>
 #include <soaheap/defrag/detail/forwarding.cuh>
-#include <soaheap/defrag/detail/logger.hpp>
+#include <soaheap/base/log.hpp>
 #include <soaheap/defrag/detail/pass_plan.cuh>
 #include <soaheap/defrag/detail/plan_run.cuh>
 #include <soaheap/defrag/detail/rewrite_pointers.cuh>
@@ -104,7 +104,6 @@ void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, Defr
   const bool records = options.strategy == RewriteStrategy::records || !forwarding_pointers_fit_v<View, C>;
   const View view = heap.view();
   const Executor& executor = heap.executor();
-  const auto logger = library_logger();
 
   // Blocks of the other classes do not change while C is compacted, so their lists are taken once
   // per run; C's own blocks (sources leave, targets fill up) are listed again in every pass.
@@ -183,11 +182,10 @@ void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, Defr
     result.times.forward_ms += forward_ms;
     result.times.rewrite_ms += rewrite_ms;
     result.times.state_ms += state_ms;
-    logger->debug(
-        "defrag {} pass: {} candidates, {} sources (n={}, capacity {}), {} objects moved, {} rewrite; "
-        "scan {:.3f} ms, copy {:.3f} ms, forward {:.3f} ms, rewrite {:.3f} ms, state {:.3f} ms",
-        C::kName, r, sources, n, kCapacity, moved, records ? "records" : "forwarding pointers", scan_ms, copy_ms,
-        forward_ms, rewrite_ms, state_ms);
+    log::debug("defrag ", C::kName, " pass: ", r, " candidates, ", sources, " sources (n=", n, ", capacity ", kCapacity,
+               "), ", moved, " objects moved, ", records ? "records" : "forwarding pointers", " rewrite; scan ",
+               log::fixed(scan_ms), " ms, copy ", log::fixed(copy_ms), " ms, forward ", log::fixed(forward_ms),
+               " ms, rewrite ", log::fixed(rewrite_ms), " ms, state ", log::fixed(state_ms), " ms");
   }
 }
 
@@ -254,14 +252,13 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
     result.blocks_after = after.blocks;
   }
 
-  detail::library_logger()->info(
-      "defrag {} ({}): {} passes, {} blocks freed, {} objects moved ({} bytes), candidates {} -> {}, fragmentation "
-      "{:.4f} -> {:.4f}; scan {:.3f} ms, copy {:.3f} ms, forward {:.3f} ms, rewrite {:.3f} ms, state {:.3f} ms, "
-      "total {:.3f} ms",
-      name, to_string(options.compaction), result.passes, result.blocks_freed, result.objects_moved, result.bytes_moved, result.candidates_before,
-      result.candidates_after, result.fragmentation_before, result.fragmentation_after, result.times.scan_ms,
-      result.times.copy_ms, result.times.forward_ms, result.times.rewrite_ms, result.times.state_ms,
-      result.times.total_ms());
+  log::info("defrag ", name, " (", to_string(options.compaction), "): ", result.passes, " passes, ", result.blocks_freed,
+            " blocks freed, ", result.objects_moved, " objects moved (", result.bytes_moved, " bytes), candidates ",
+            result.candidates_before, " -> ", result.candidates_after, ", fragmentation ",
+            log::fixed(result.fragmentation_before, 4), " -> ", log::fixed(result.fragmentation_after, 4), "; scan ",
+            log::fixed(result.times.scan_ms), " ms, copy ", log::fixed(result.times.copy_ms), " ms, forward ",
+            log::fixed(result.times.forward_ms), " ms, rewrite ", log::fixed(result.times.rewrite_ms), " ms, state ",
+            log::fixed(result.times.state_ms), " ms, total ", log::fixed(result.times.total_ms()), " ms");
   return result;
 }
 

@@ -28,7 +28,7 @@
 #include <soaheap/core/heap.cuh>
 #include <soaheap/config/defrag_config.hpp>
 #include <soaheap/defrag/defragment.cuh>
-#include <soaheap/defrag/detail/logger.hpp>
+#include <soaheap/base/log.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -91,7 +91,6 @@ class DefragPolicy {
     if (config_.policy == DefragPolicyKind::automatic) return maybe_defrag_automatically(heap, iteration);
     if (config_.policy == DefragPolicyKind::every && (iteration <= 0 || iteration % config_.every != 0))
       return results;
-    const auto logger = detail::library_logger();
     validate(config_, detail::class_infos(heap));
     // The candidate bitmaps must reflect each class's configured n before candidates are counted.
     detail::for_each_concrete_class(heap, [&](auto tag) {
@@ -111,26 +110,26 @@ class DefragPolicy {
       if (config_.policy == DefragPolicyKind::mass) {
         const long long threshold = scaled_mass_threshold(k2, options.factor);
         if (candidates < threshold) {
-          logger->debug("defrag policy mass at iteration {}: {} has {} candidates, below {} (k2 = {} scaled by {}/{})",
-                        iteration, name, candidates, threshold, k2, options.factor, options.factor + 1);
+          log::debug("defrag policy mass at iteration ", iteration, ": ", name, " has ", candidates, " candidates, below ",
+                     threshold, " (k2 = ", k2, " scaled by ", options.factor, "/", options.factor + 1, ")");
           return;
         }
-        logger->info("defrag policy mass at iteration {}: {} has {} candidates >= {} (k2 = {} scaled by {}/{})",
-                     iteration, name, candidates, threshold, k2, options.factor, options.factor + 1);
+        log::info("defrag policy mass at iteration ", iteration, ": ", name, " has ", candidates, " candidates >= ",
+                  threshold, " (k2 = ", k2, " scaled by ", options.factor, "/", options.factor + 1, ")");
       } else {
         if (candidates <= options.retained_candidates) {
-          logger->debug("defrag policy every:{} at iteration {}: {} has {} candidates <= k1 = {}, nothing to do",
-                        config_.every, iteration, name, candidates, options.retained_candidates);
+          log::debug("defrag policy every:", config_.every, " at iteration ", iteration, ": ", name, " has ", candidates,
+                     " candidates <= k1 = ", options.retained_candidates, ", nothing to do");
           return;
         }
-        logger->info("defrag policy every:{} at iteration {}: defragmenting {} ({} candidates, n = {}, k1 = {})",
-                     config_.every, iteration, name, candidates, options.factor, options.retained_candidates);
+        log::info("defrag policy every:", config_.every, " at iteration ", iteration, ": defragmenting ", name, " (",
+                  candidates, " candidates, n = ", options.factor, ", k1 = ", options.retained_candidates, ")");
       }
       results.push_back(soaheap::defragment<C>(heap, options));
     });
     if (results.empty())
-      logger->debug("defrag policy {} at iteration {}: no class needed defragmentation", to_string(config_.policy),
-                    iteration);
+      log::debug("defrag policy ", to_string(config_.policy), " at iteration ", iteration,
+                 ": no class needed defragmentation");
     return results;
   }
 
@@ -205,7 +204,6 @@ class DefragPolicy {
       auto_.start = Clock::now();
       return results;
     }
-    const auto logger = detail::library_logger();
     const double budget_ms = config_.auto_budget * milliseconds_since(auto_.start);
     // Look only when the look and at least the cheapest known run fit, so that looks cannot eat the
     // budget that runs need, and less often while looks keep finding nothing.
@@ -233,9 +231,10 @@ class DefragPolicy {
       const auto known = auto_.cost_ms.find(name);
       const double expected_ms = known == auto_.cost_ms.end() ? 0.0 : known->second;
       if (known != auto_.cost_ms.end() && expected_ms > allowance_ms) {
-        logger->debug("defrag policy auto at iteration {}: {} could free {} of {} blocks, but its last cost "
-                      "{:.3f} ms does not fit the budget ({:.3f} of {:.3f} ms spent)",
-                      iteration, name, gain, entry.allocated_blocks, expected_ms, auto_.spent_ms, budget_ms);
+        log::debug("defrag policy auto at iteration ", iteration, ": ", name, " could free ", gain, " of ",
+                   entry.allocated_blocks, " blocks, but its last cost ", log::fixed(expected_ms),
+                   " ms does not fit the budget (", log::fixed(auto_.spent_ms), " of ", log::fixed(budget_ms),
+                   " ms spent)");
         return;
       }
       allowance_ms -= expected_ms;
@@ -246,10 +245,10 @@ class DefragPolicy {
       const double cost = milliseconds_since(run_start);
       auto_.cost_ms[name] = cost;
       auto_.spent_ms += cost;
-      logger->info("defrag policy auto at iteration {}: {} freed {} blocks (expected {}) in {:.3f} ms; {:.2f} % of "
-                   "the runtime so far spent defragmenting (budget {:.2f} %)",
-                   iteration, name, results.back().blocks_freed, gain, cost,
-                   100.0 * auto_.spent_ms / milliseconds_since(auto_.start), 100.0 * config_.auto_budget);
+      log::info("defrag policy auto at iteration ", iteration, ": ", name, " freed ", results.back().blocks_freed,
+                " blocks (expected ", gain, ") in ", log::fixed(cost), " ms; ",
+                log::fixed(100.0 * auto_.spent_ms / milliseconds_since(auto_.start), 2),
+                " % of the runtime so far spent defragmenting (budget ", log::fixed(100.0 * config_.auto_budget, 2), " %)");
     });
     if (results.empty()) {
       auto_.look_interval = auto_.look_interval * 2 > kAutoMaxLookInterval ? kAutoMaxLookInterval : auto_.look_interval * 2;

@@ -19,12 +19,8 @@
 #include <cmath>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <utility>
-
-#if SOAHEAP_HAS_CUDA
-#include <cuda_runtime.h>
-#endif
+#include <vector>
 
 namespace soaheap {
 
@@ -57,28 +53,45 @@ class Profiler {
   const std::string& path() const { return path_; }
   int sampling_interval() const { return sampling_interval_; }
 
+  /// @brief A class as the profile's header lists it.
+  struct ProfiledClass {
+    std::string name;
+    int capacity = 0;  ///< 0 for an abstract class
+    bool abstract = false;
+  };
+
   /// @brief Writes the header line: application, backend, device, heap and block sizes, classes.
   /// @param config free-form settings of the run (defrag factor, policy, ...), recorded as is
   template <class Heap>
   void attach(const Heap& heap, const nlohmann::json& config = nlohmann::json::object()) {
+    std::vector<ProfiledClass> classes;
+    for (int c = 0; c < Heap::kClassCount; ++c) {
+      const bool abstract = Heap::class_is_abstract(c);
+      classes.push_back({Heap::class_name(c), abstract ? 0 : Heap::capacity_of_class(c), abstract});
+    }
+    attach(heap.backend(), describe_device(heap.backend(), heap.host_threads()), heap.heap_bytes(),
+           heap.block_bytes(), classes, config);
+  }
+
+  /// @brief attach() for a heap known by its figures (a host-compiled harness that sees no heap type).
+  void attach(Backend backend, const std::string& device, std::uint64_t heap_bytes, std::uint64_t block_bytes,
+              const std::vector<ProfiledClass>& classes, const nlohmann::json& config = nlohmann::json::object()) {
     if (attached_) throw usage_error("soaheap: Profiler::attach called twice for '" + path_ + "'");
     nlohmann::json header;
     header["format"] = kFormatName;
     header["version"] = kFormatVersion;
     header["application"] = application_;
-    header["backend"] = std::string(to_string(heap.backend()));
-    header["device"] = device_description(heap.backend(), heap.host_threads());
-    header["heap_bytes"] = heap.heap_bytes();
-    header["block_bytes"] = heap.block_bytes();
-    nlohmann::json classes = nlohmann::json::array();
-    for (int c = 0; c < Heap::kClassCount; ++c) {
-      const bool abstract = Heap::class_is_abstract(c);
-      classes.push_back({{"id", c},
-                         {"name", Heap::class_name(c)},
-                         {"capacity", abstract ? 0 : Heap::capacity_of_class(c)},
-                         {"abstract", abstract}});
-    }
-    header["classes"] = std::move(classes);
+    header["backend"] = std::string(to_string(backend));
+    header["device"] = device;
+    header["heap_bytes"] = heap_bytes;
+    header["block_bytes"] = block_bytes;
+    nlohmann::json listed = nlohmann::json::array();
+    for (std::size_t c = 0; c < classes.size(); ++c)
+      listed.push_back({{"id", c},
+                        {"name", classes[c].name},
+                        {"capacity", classes[c].abstract ? 0 : classes[c].capacity},
+                        {"abstract", classes[c].abstract}});
+    header["classes"] = std::move(listed);
     header["config"] = config.is_object() ? config : nlohmann::json::object({{"value", config}});
     write_line(header);
     attached_ = true;
@@ -155,21 +168,6 @@ class Profiler {
   }
 
  private:
-  static std::string device_description(Backend backend, unsigned host_threads) {
-#if SOAHEAP_HAS_CUDA
-    if (backend == Backend::cuda) {
-      int device = 0;
-      cudaDeviceProp properties{};
-      if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&properties, device) == cudaSuccess)
-        return properties.name;
-      return "CUDA GPU";
-    }
-#endif
-    if (backend == Backend::cuda) return "CUDA GPU";
-    return "host CPU, " + std::to_string(host_threads) + " worker threads (" +
-           std::to_string(std::thread::hardware_concurrency()) + " hardware threads)";
-  }
-
   static long long non_negative(long long value) { return value < 0 ? 0 : value; }
   static double finite_non_negative(double value) { return std::isfinite(value) && value > 0 ? value : 0.0; }
   static double fraction(double value) {

@@ -11,7 +11,7 @@
 #include <soaheap/core/memory.cuh>
 #include <soaheap/defrag/defrag_options.hpp>
 #include <soaheap/defrag/detail/compaction_plan.cuh>
-#include <soaheap/defrag/detail/logger.hpp>
+#include <soaheap/base/log.hpp>
 #include <soaheap/defrag/detail/rewrite_pointers.cuh>
 
 #include <cstdint>
@@ -245,8 +245,8 @@ void compact_with_plan(Heap<Classes...>& heap, const DefragOptions& options, Def
     unused_before += static_cast<double>(counts.listed * capacity - counts.used_before) / static_cast<double>(capacity);
     unused_after +=
         static_cast<double>(counts.allocated_after * capacity - counts.used_after) / static_cast<double>(capacity);
-    library_logger()->debug("defrag {} plan: {} members, {} sources, {} objects moved, {} -> {} blocks", C::kName,
-                            counts.members, counts.sources, counts.moved, counts.listed, counts.allocated_after);
+    log::debug("defrag ", C::kName, " plan: ", counts.members, " members, ", counts.sources, " sources, ", counts.moved,
+               " objects moved, ", counts.listed, " -> ", counts.allocated_after, " blocks");
   });
   // F over the covered classes, weighted by their allocated blocks as in HeapStats::fragmentation.
   result.fragmentation_before = result.blocks_before == 0 ? 0.0 : unused_before / static_cast<double>(result.blocks_before);
