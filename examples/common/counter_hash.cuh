@@ -10,17 +10,25 @@
 
 namespace soaheap_app {
 
+/// @brief The xor-shift-multiply finaliser of splitmix64 with the given shifts: spreads every
+///        input bit over the whole word.
+SOAHEAP_HD inline std::uint64_t finalise(std::uint64_t x, int shift1, int shift2, int shift3) {
+  x ^= x >> shift1;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> shift2;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> shift3);
+}
+
+/// @brief splitmix64's own finaliser (shifts 30, 27, 31).
+SOAHEAP_HD inline std::uint64_t splitmix64_finalise(std::uint64_t x) { return finalise(x, 30, 27, 31); }
+
 /// @brief A well-mixed 64-bit hash of four words (a splitmix64-style finaliser over their sum of
 ///        products with odd constants).
 SOAHEAP_HD inline std::uint64_t hash4(std::uint64_t seed, std::uint64_t salt, std::uint64_t a, std::uint64_t b) {
   std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^
                     (a + 1) * 0xd6e8feb86659fd93ULL ^ (b + 1) * 0xff51afd7ed558ccdULL;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 32;
-  return x;
+  return finalise(x, 31, 29, 32);
 }
 
 /// @brief A uniform double in [0, 1) from the 53 high bits of hash4().
@@ -32,12 +40,7 @@ SOAHEAP_HD inline double uniform(std::uint64_t seed, std::uint64_t salt, std::ui
 ///        applications: nbody, barnes_hut, nbody_baseline).
 SOAHEAP_HD inline std::uint64_t hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t index) {
   std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (salt + 1) * 0xc2b2ae3d27d4eb4fULL ^ (index + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 32;
-  return x;
+  return finalise(x, 31, 29, 32);
 }
 
 /// @brief A uniform float in [0, 1) from the 24 high bits of hash3().
@@ -50,12 +53,7 @@ SOAHEAP_HD inline float uniform_float(std::uint64_t seed, std::uint64_t salt, st
 ///        application keeps the one its recorded results were made with.
 SOAHEAP_HD inline std::uint64_t splitmix_hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t value) {
   std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL ^ salt * 0x94d049bb133111ebULL ^ (value + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
+  return splitmix64_finalise(x);
 }
 
 }  // namespace soaheap_app

@@ -39,17 +39,9 @@ inline constexpr double kMaxHeapShare = 0.6;
 /// The heap's one managed class: 64 bytes, so blocks hold 4 KiB and untyped chunks run 64 B .. 4 KiB.
 class Record : public soaheap::Object<Record> {
  public:
-  using FieldTypes = soaheap::fields<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t,
-                                     std::uint64_t, std::uint64_t, std::uint64_t>;
+  using FieldTypes = soaheap::fields<soaheap::array<std::uint64_t, 8>>;
   static constexpr const char* kName = "Record";
-  soaheap::Field<Record, 0> f0;
-  soaheap::Field<Record, 1> f1;
-  soaheap::Field<Record, 2> f2;
-  soaheap::Field<Record, 3> f3;
-  soaheap::Field<Record, 4> f4;
-  soaheap::Field<Record, 5> f5;
-  soaheap::Field<Record, 6> f6;
-  soaheap::Field<Record, 7> f7;
+  soaheap::Field<Record, 0> values;
 };
 using BenchHeap = soaheap::Heap<Record>;
 

@@ -40,11 +40,10 @@ class Particle : public soaheap::Object<Particle> {
 
 class Unused : public soaheap::Object<Unused> {
  public:
-  using FieldTypes = soaheap::fields<float, float>;
+  using FieldTypes = soaheap::fields<soaheap::array<float, 2>>;  // as large as a Particle: same block size
   static constexpr const char* kName = "Unused";
-  soaheap::Field<Unused, 0> value;
-  soaheap::Field<Unused, 1> other;
-  SOAHEAP_HD void touch() { value += 1.0f; }
+  soaheap::Field<Unused, 0> values;
+  SOAHEAP_HD void touch() { values[0] += 1.0f; }
 };
 
 using BenchHeap = soaheap::Heap<Particle, Unused>;

@@ -6,6 +6,7 @@
 
 #include "examples/common/counter_hash.cuh"
 #include "examples/common/requests.cuh"
+#include "examples/common/torus.cuh"
 #include "examples/harness/harness.hpp"
 
 #include <soaheap/base/portability.cuh>
@@ -39,13 +40,7 @@ struct World {
 
   SOAHEAP_HD std::uint32_t cell_count() const { return side * side; }
   SOAHEAP_HD std::uint32_t neighbour(std::uint32_t cell, int direction) const {
-    const std::uint32_t x = cell % side, y = cell / side;
-    switch (direction) {
-      case 0: return ((y + side - 1) % side) * side + x;
-      case 1: return y * side + (x + 1) % side;
-      case 2: return ((y + 1) % side) * side + x;
-      default: return y * side + (x + side - 1) % side;
-    }
+    return soaheap_app::torus_neighbour(cell, direction, side, side);
   }
   /// Sugar capacity 0..4: two sugar mountains at (1/4, 1/4) and (3/4, 3/4) of the grid.
   SOAHEAP_HD int capacity(std::uint32_t cell) const {

@@ -311,9 +311,7 @@ constexpr std::uint32_t kReferenceMaxSide = 256;
 int run_app(int argc, char** argv) {
   soaheap_app::Cli cli = soaheap_app::application_cli("Wa-Tor: fish and sharks on a torus grid of cell objects (agents are created and destroyed)", soaheap_app::AppDefaults{64, 4096, 60, 500});
   wator::Rules rules;
-  cli.option("--fish-breed", rules.fish_breed_time, "Steps a fish needs to breed");
-  cli.option("--shark-breed", rules.shark_breed_time, "Steps a shark needs to breed");
-  cli.option("--shark-starve", rules.shark_starve_time, "Steps without food after which a shark dies");
+  wator::add_options(cli, rules);
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   const soaheap_app::AppOptions options = cli.options();
 

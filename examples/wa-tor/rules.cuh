@@ -4,7 +4,10 @@
 // deterministic move-request keys, the initial state, and the sequential host reference that
 // both self-checks compare against cell by cell.
 
+#include "examples/common/counter_hash.cuh"
 #include "examples/common/requests.cuh"
+#include "examples/common/torus.cuh"
+#include "examples/harness/harness.hpp"
 
 #include <soaheap/base/portability.cuh>
 
@@ -22,6 +25,13 @@ struct Rules {
   std::uint32_t initial_shark_per_mille = 30;
 };
 
+/// The rules' command-line options, shared by the application and its baseline.
+inline void add_options(soaheap_app::Cli& cli, Rules& rules) {
+  cli.option("--fish-breed", rules.fish_breed_time, "Steps a fish needs to breed");
+  cli.option("--shark-breed", rules.shark_breed_time, "Steps a shark needs to breed");
+  cli.option("--shark-starve", rules.shark_starve_time, "Steps without food after which a shark dies");
+}
+
 constexpr int kDirections = 4;  // north, east, south, west
 constexpr std::uint32_t kSaltInitial = 1, kSaltFishChoice = 2, kSaltFishPriority = 3, kSaltSharkChoice = 4,
                         kSaltSharkPriority = 5;
@@ -32,12 +42,7 @@ SOAHEAP_HD inline std::uint64_t hash4(std::uint64_t seed, std::uint64_t iteratio
                                       std::uint64_t cell) {
   std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL ^ (iteration + 1) * 0xbf58476d1ce4e5b9ULL ^
                     salt * 0x94d049bb133111ebULL ^ (cell + 1) * 0xd6e8feb86659fd93ULL;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
+  return soaheap_app::splitmix64_finalise(x);
 }
 
 /// A move request: higher wins; the low 32 bits name the requesting cell (ties impossible).
@@ -80,15 +85,7 @@ class Reference {
   const std::vector<ReferenceCell>& cells() const { return cells_; }
 
  private:
-  std::uint32_t neighbour(std::uint32_t i, int d) const {
-    const std::uint32_t x = i % width_, y = i / width_;
-    switch (d) {
-      case 0: return ((y + height_ - 1) % height_) * width_ + x;
-      case 1: return y * width_ + (x + 1) % width_;
-      case 2: return ((y + 1) % height_) * width_ + x;
-      default: return y * width_ + (x + width_ - 1) % width_;
-    }
-  }
+  std::uint32_t neighbour(std::uint32_t i, int d) const { return soaheap_app::torus_neighbour(i, d, width_, height_); }
 
   void phase(std::uint64_t iteration, std::uint8_t kind) {
     const std::size_t n = cells_.size();

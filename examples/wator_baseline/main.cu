@@ -34,13 +34,7 @@ struct Grid {
   std::uint32_t width, height;
 
   SOAHEAP_HD std::uint32_t neighbour(std::uint32_t i, int d) const {
-    const std::uint32_t x = i % width, y = i / width;
-    switch (d) {
-      case 0: return ((y + height - 1) % height) * width + x;
-      case 1: return y * width + (x + 1) % width;
-      case 2: return ((y + 1) % height) * width + x;
-      default: return y * width + (x + width - 1) % width;
-    }
+    return soaheap_app::torus_neighbour(i, d, width, height);
   }
 };
 
@@ -138,9 +132,7 @@ namespace {
 int run_app(int argc, char** argv) {
   soaheap_app::Cli cli = soaheap_app::application_cli("Wa-Tor baseline: the wa-tor rules on fixed per-cell arrays, without an allocator", soaheap_app::AppDefaults{64, 4096, 60, 500});
   wator::Rules rules;
-  cli.option("--fish-breed", rules.fish_breed_time, "Steps a fish needs to breed");
-  cli.option("--shark-breed", rules.shark_breed_time, "Steps a shark needs to breed");
-  cli.option("--shark-starve", rules.shark_starve_time, "Steps without food after which a shark dies");
+  wator::add_options(cli, rules);
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   const soaheap_app::AppOptions options = cli.options();
   const auto start = std::chrono::steady_clock::now();
