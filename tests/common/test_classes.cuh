@@ -48,6 +48,7 @@ class Node : public soaheap::Object<Node, Item> {
     children[1] = nullptr;
     weight = 0;
   }
+  SOAHEAP_HD void add_weight(std::uint64_t amount) { weight += amount; }
 };
 
 /// Derives from Node: 48 bytes, capacity 21.

@@ -196,30 +196,18 @@ class Heap {
   /// Nothing is allocated, copied or waited for.
   template <class T, auto Method, class... Arguments>
   void parallel_do(const Arguments&... arguments) {
-    const OperationGuard guard(*this, "parallel_do");
-    constexpr int kTargets = concrete_subclass_count<T>();
-    if constexpr (kTargets > 0) {
-      using Pack = decltype(detail::make_argument_pack(arguments...));
-      const Pack pack = detail::make_argument_pack(arguments...);
-      const View heap_view = view();
-      detail::EnumerateKernel<View, kTargets> enumerate{heap_view, block_count_, {}};
-      int target = 0;
-      View::template for_each_concrete_subclass<T>([&](auto tag) {
-        using C = detail::tag_type_t<decltype(tag)>;
-        enumerate.targets[target++] = next_enumeration(class_id<C>);
-      });
-      enumeration_timer_.start(executor_);
-      executor_.launch(static_cast<std::uint64_t>(kTargets) * decltype(enumerate)::threads_for(block_count_), enumerate);
-      enumeration_timer_.stop(executor_);
-      target = 0;
-      View::template for_each_concrete_subclass<T>([&](auto tag) {
-        using C = detail::tag_type_t<decltype(tag)>;
-        const detail::EnumerationTarget& list = enumerate.targets[target++];
-        executor_.template launch_counted<kParallelDoRows>(
-            list.count, capacity<C>, block_count_ * capacity<C>, list_buffer(1 + class_id<C>).launch_hint.hint(),
-            detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, list.snapshots, pack});
-      });
-    }
+    run_parallel_do<T, T, false, Method>("parallel_do", arguments...);
+  }
+
+  /// @brief Like parallel_do, but visits only the objects whose class is exactly C, not those of
+  /// its subclasses (DynaSOAr's parallel_do_single_type). `Method` may be a method of a base of C.
+  template <class C, auto Method, class... Arguments>
+  void parallel_do_exact(const Arguments&... arguments) {
+    static_assert(class_id<C> >= 0, "soaheap: this class is not one of the heap's classes");
+    static_assert(!C::kAbstract, "soaheap: parallel_do_exact needs a concrete class (an abstract one has no objects)");
+    using Declaring = typename detail::member_function_traits<decltype(Method)>::owner;
+    static_assert(std::is_base_of_v<Declaring, C>, "soaheap: parallel_do_exact<C, Method>: Method must belong to C or a base of C");
+    run_parallel_do<Declaring, C, true, Method>("parallel_do_exact", arguments...);
   }
 
   /// Items each thread of a method kernel serves (see detail::for_each_counted_row_kernel).
@@ -520,6 +508,46 @@ class Heap {
   }
 
  private:
+  /// parallel_do (Visited and its concrete subclasses) and parallel_do_exact (kExact: Visited only).
+  /// The method kernels see the objects as T*: Visited or the base that declares Method.
+  template <class T, class Visited, bool kExact, auto Method, class... Arguments>
+  void run_parallel_do(const char* operation, const Arguments&... arguments) {
+    const OperationGuard guard(*this, operation);
+    constexpr int kTargets = kExact ? 1 : concrete_subclass_count<Visited>();
+    if constexpr (kTargets > 0) {
+      using Pack = decltype(detail::make_argument_pack(arguments...));
+      const Pack pack = detail::make_argument_pack(arguments...);
+      const View heap_view = view();
+      detail::EnumerateKernel<View, kTargets> enumerate{heap_view, block_count_, {}};
+      int target = 0;
+      for_each_visited_class<Visited, kExact>([&](auto tag) {
+        using C = detail::tag_type_t<decltype(tag)>;
+        enumerate.targets[target++] = next_enumeration(class_id<C>);
+      });
+      enumeration_timer_.start(executor_);
+      executor_.launch(static_cast<std::uint64_t>(kTargets) * decltype(enumerate)::threads_for(block_count_), enumerate);
+      enumeration_timer_.stop(executor_);
+      target = 0;
+      for_each_visited_class<Visited, kExact>([&](auto tag) {
+        using C = detail::tag_type_t<decltype(tag)>;
+        const detail::EnumerationTarget& list = enumerate.targets[target++];
+        executor_.template launch_counted<kParallelDoRows>(
+            list.count, capacity<C>, block_count_ * capacity<C>, list_buffer(1 + class_id<C>).launch_hint.hint(),
+            detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, list.snapshots, pack});
+      });
+    }
+  }
+
+  /// Calls f(type_tag<C>) for each class run_parallel_do visits: T, or T and its concrete subclasses.
+  template <class T, bool Exact, class Function>
+  static void for_each_visited_class(Function&& f) {
+    if constexpr (Exact) {
+      f(typename View::template type_tag<T>{});
+    } else {
+      View::template for_each_concrete_subclass<T>(f);
+    }
+  }
+
   static std::uint64_t block_count_for(const HeapOptions& options) {
     if ((options.bytes == 0) == (options.objects == 0))
       throw invalid_argument("soaheap: give exactly one heap size: bytes=" + std::to_string(options.bytes) +

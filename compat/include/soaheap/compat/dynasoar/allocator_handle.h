@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <type_traits>
 
 #ifndef SOAHEAP_DYNASOAR_ASYNCHRONOUS
 /// Build flag: 1 makes AllocatorHandle's bulk operations asynchronous by default (see
@@ -83,6 +84,20 @@ class AllocatorHandle {
   void parallel_do(P1 p1) {
     heap_.template parallel_do<T, func>(p1);
     finish_operation();
+  }
+
+  /// @brief Runs `T::func` on the objects whose class is exactly IterT (a T or a subclass of T),
+  /// not on those of IterT's subclasses: DynaSOAr's `parallel_do_single_type<IterT, T, &T::f>()`.
+  template <class IterT, class T, auto func, class... Args>
+  void parallel_do_single_type(Args... args) {
+    static_assert(std::is_base_of_v<T, IterT>, "parallel_do_single_type<IterT, T, func>: IterT must be T or derive from T");
+    heap_.template parallel_do_exact<IterT, func>(args...);
+    finish_operation();
+  }
+  /// @brief The form that names the parameter type: `parallel_do_single_type<IterT, T, int, &T::f>(v)`.
+  template <class IterT, class T, class P1, void (T::*func)(P1)>
+  void parallel_do_single_type(P1 p1) {
+    parallel_do_single_type<IterT, T, func>(p1);
   }
 
   /// @brief The same as parallel_do: soaheap's enumeration is a single fused kernel, so there is no

@@ -15,7 +15,10 @@
 ///   };
 /// @endcode
 /// soaheap needs, per class, `soaheap_self`, `FieldTypes`, `kName`, `kAbstract` and its managed base.
-/// The macro declares the first three directly. `BaseClass` and `kIsAbstract` are declared *after*
+/// The macro declares the first three directly. `soaheap_self` is found from `this`, not from the
+/// macro's first argument: DynaSOAr programs also write a subclass that names its base there
+/// (`class BarSub : public Bar { ... declare_field_types(Bar, int) ... }`, DynaSOAr's api-example),
+/// and `new (allocator) BarSub(...)` must still create a BarSub (see detail::SelfReader). `BaseClass` and `kIsAbstract` are declared *after*
 /// the macro, so nothing inside the macro can name them as types or constants; the base therefore
 /// comes through reflection's managed_base customization point (specialized below, read when the
 /// class is complete), and `kAbstract` is an object whose constexpr conversion to bool reads
@@ -49,6 +52,34 @@ struct abstract_flag {
 template <class Class, class... Types>
 struct own_fields {
   using type = ::soaheap::fields<Types...>;
+};
+
+// The class a `declare_field_types` stands in. C++ cannot name the enclosing class in a class-scope
+// declaration, but `this` may appear in a member function's trailing return type: the macro
+// declares such a function whose return type instantiates SelfWriter<Tag, Class>, which defines the
+// friend self_of(SelfReader<Tag>) returning Class*; the next declaration reads it back through the
+// class's own Tag. (A friend defined by a template instantiation: GCC and nvcc warn that the
+// friend is not a template, which is the point here.)
+#if defined(__NVCC__)
+#pragma nv_diag_suppress 1301
+#endif
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-template-friend"
+#endif
+template <class Tag>
+struct SelfReader {
+  friend auto self_of(SelfReader<Tag>);
+};
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+#if defined(__NVCC__)
+#pragma nv_diag_default 1301
+#endif
+template <class Tag, class Class>
+struct SelfWriter {
+  friend auto self_of(SelfReader<Tag>) { return static_cast<Class*>(nullptr); }
 };
 
 /// The pointer bits of @p object, hidden from the optimizer: DynaSOAr programs call methods such as
@@ -185,7 +216,13 @@ struct managed_base<T, std::enable_if_t<compat::dynasoar::is_dynasoar_class_v<T>
 /// public section.
 #define declare_field_types(...)                                                                          \
  public:                                                                                                  \
-  using soaheap_self = SOAHEAP_DYNASOAR_FIRST(__VA_ARGS__, unused);                                       \
+  struct soaheap_self_tag {};                                                                             \
+  auto soaheap_self_writer()                                                                              \
+      ->decltype(::soaheap::compat::dynasoar::detail::SelfWriter<soaheap_self_tag,                         \
+                                                                 std::remove_pointer_t<decltype(this)>>{}, \
+                 void());                                                                                 \
+  using soaheap_self = std::remove_pointer_t<decltype(self_of(                                            \
+      ::soaheap::compat::dynasoar::detail::SelfReader<soaheap_self_tag>{}))>;                              \
   using FieldTypes = typename ::soaheap::compat::dynasoar::detail::own_fields<__VA_ARGS__>::type;         \
   static constexpr const char* kName = SOAHEAP_DYNASOAR_FIRST_NAME(__VA_ARGS__, unused);                  \
   static constexpr ::soaheap::compat::dynasoar::detail::abstract_flag<soaheap_self> kAbstract{};          \
@@ -206,7 +243,6 @@ struct managed_base<T, std::enable_if_t<compat::dynasoar::is_dynasoar_class_v<T>
   static void* operator new(std::size_t) = delete;                                                        \
   static void operator delete(void*) = delete;
 
-// The first macro argument, and its spelling; callers append a dummy argument so that the
-// variadic part is never empty (ISO C++17 requires at least one argument for it).
-#define SOAHEAP_DYNASOAR_FIRST(first, ...) first
+// The spelling of the first macro argument; callers append a dummy argument so that the variadic
+// part is never empty (ISO C++17 requires at least one argument for it).
 #define SOAHEAP_DYNASOAR_FIRST_NAME(first, ...) #first

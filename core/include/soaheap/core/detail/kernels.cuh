@@ -187,6 +187,18 @@ SOAHEAP_UNROLL
   }
 };
 
+/// The class that declares a member function (`owner` of `void (Base::*)(int)` is Base).
+template <class Method>
+struct member_function_traits;
+template <class Owner, class Result, class... Parameters>
+struct member_function_traits<Result (Owner::*)(Parameters...)> {
+  using owner = Owner;
+};
+template <class Owner, class Result, class... Parameters>
+struct member_function_traits<Result (Owner::*)(Parameters...) const> {
+  using owner = Owner;
+};
+
 /// parallel_do, step 2: N_C consecutive items per listed block of class C, item s runs the method on
 /// slot s if the block's snapshot holds an object there. prefetch() reads what an item needs from
 /// the list (block id and snapshot: independent loads, the list was written by step 1) and run()
