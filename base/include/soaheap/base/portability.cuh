@@ -38,14 +38,6 @@
 #define SOAHEAP_NO_UNROLL
 #endif
 
-// Keeps a slow path out of line in device code: every fast path that may take it (one per class
-// and call site) calls one copy instead of inlining its own (code size, build time, i-cache).
-#if defined(__CUDA_ARCH__)
-#define SOAHEAP_OUT_OF_LINE __noinline__
-#else
-#define SOAHEAP_OUT_OF_LINE
-#endif
-
 namespace soaheap::detail {
 
 // On the device, plain 64-bit atomics (relaxed) plus explicit __threadfence() where ordering

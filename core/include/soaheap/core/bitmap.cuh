@@ -104,7 +104,7 @@ class BitmapView {
 
   /// @brief Finds a set bit and clears it atomically; returns its position, or kNotFound when the
   /// bitmap is empty or every attempt lost its bit to another thread.
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE std::uint64_t clear_any(std::uint32_t seed) const {
+  SOAHEAP_HD std::uint64_t clear_any(std::uint32_t seed) const {
     for (int attempt = 0; attempt < kClearAnyAttempts; ++attempt) {
       const std::uint64_t position = try_find_set(seed + static_cast<std::uint32_t>(attempt) * 0x9e3779b9u);
       if (position == kNotFound) {
@@ -147,7 +147,7 @@ class BitmapView {
 
   /// Re-derives parent bits after word (level, index) turned empty or non-empty, climbing while the
   /// parent word's own emptiness may have flipped.
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE void propagate(int level, std::uint64_t index) const {
+  SOAHEAP_HD void propagate(int level, std::uint64_t index) const {
     while (level + 1 < level_count_) {
       std::uint64_t* child = &word(level, index);
       std::uint64_t* parent = &word(level + 1, index / 64);

@@ -142,7 +142,7 @@ class HeapView {
 
   // ---- errors ----------------------------------------------------------------------------------------
   /// Records @p kind unless an earlier error is still unreported (the first error is the useful one).
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE void record_error(HeapErrorKind kind, int class_index, std::uint64_t block) const {
+  SOAHEAP_HD void record_error(HeapErrorKind kind, int class_index, std::uint64_t block) const {
     detail::atomic_cas(&state->error, 0, detail::encode_error(kind, class_index, block));
   }
 
@@ -262,7 +262,7 @@ class HeapView {
 
   /// @brief Frees @p slots of @p block (destroy, and rollback of a reservation in a block that
   /// changed class). Returns false when some of the slots were not reserved.
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE bool release_slots(std::uint64_t block, std::uint64_t slots) const {
+  SOAHEAP_HD bool release_slots(std::uint64_t block, std::uint64_t slots) const {
     // The class cannot change while we still hold slots, so read it before letting go of them.
     const std::uint32_t header_class = detail::atomic_load(&headers[block].class_id);
     if (header_class >= static_cast<std::uint32_t>(kClassCount))
@@ -295,7 +295,7 @@ class HeapView {
   /// @brief Makes active[c] and defrag[c] agree with the block's current fill level. Repeats until
   /// the fill level did not change in a way that matters while it wrote, so concurrent callers
   /// converge on the state of the last change (no waiting on other threads involved).
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE void refresh_block_state(std::uint64_t block, int class_index) const {
+  SOAHEAP_HD void refresh_block_state(std::uint64_t block, int class_index) const {
     const BitmapView active = active_blocks(class_index);
     const BitmapView candidates = defrag_candidates(class_index);
     bool want_active = false;
@@ -334,7 +334,7 @@ class HeapView {
   }
 
   /// Starts block @p block (just taken from the free bitmap) as a block of @p class_index with @p slots reserved.
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE void initialize_block(std::uint64_t block, int class_index, std::uint64_t slots) const {
+  SOAHEAP_HD void initialize_block(std::uint64_t block, int class_index, std::uint64_t slots) const {
     BlockHeader& header = headers[block];
     detail::atomic_store(&header.class_id, static_cast<std::uint32_t>(class_index));
     detail::atomic_store(&header.iteration, 0);
@@ -351,7 +351,7 @@ class HeapView {
   /// Called by whoever emptied @p block: invalidate it (all bits to 1 in one CAS from 0, so no
   /// reservation can succeed any more) and return it to the free bitmap. If someone reserved a slot
   /// in the meantime the CAS fails and the block lives on.
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE void try_retire_block(std::uint64_t block, int class_index) const {
+  SOAHEAP_HD void try_retire_block(std::uint64_t block, int class_index) const {
     if (detail::atomic_cas(&headers[block].allocation, 0, detail::kInvalidatedBitmap) != 0) {
       refresh_block_state(block, class_index);
       return;

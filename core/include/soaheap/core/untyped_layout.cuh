@@ -132,7 +132,7 @@ struct UntypedCounters {
 /// untyped_memory.cuh). Managed allocation calls it when a stale reservation must be rolled back
 /// in a block that now holds untyped chunks, and the reverse.
 template <class View>
-SOAHEAP_HD SOAHEAP_OUT_OF_LINE bool release_untyped_chunks(const View& view, std::uint64_t block,
-                                                           std::uint32_t block_class, std::uint64_t chunks);
+SOAHEAP_HD bool release_untyped_chunks(const View& view, std::uint64_t block, std::uint32_t block_class,
+                                       std::uint64_t chunks);
 
 }  // namespace soaheap::detail

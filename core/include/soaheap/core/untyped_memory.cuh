@@ -82,14 +82,14 @@ struct Untyped {
     return view.bitmap(View::kUntypedBitmapBase + 2 * Layout::kClassCount);
   }
 
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE static void record(const View& view, HeapErrorKind kind, std::uint64_t payload) {
+  SOAHEAP_HD static void record(const View& view, HeapErrorKind kind, std::uint64_t payload) {
     view.record_error(kind, kUntypedErrorClass, payload < kMaxErrorPayload ? payload : kMaxErrorPayload);
   }
 
   // ---- blocks of chunks -------------------------------------------------------------------------
   /// Makes active[k] agree with the block's fill level, repeating while the fill level changes
   /// under it (the same convergence argument as for object blocks; never waits for anyone).
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE static void refresh(const View& view, std::uint64_t block, int size_class) {
+  SOAHEAP_HD static void refresh(const View& view, std::uint64_t block, int size_class) {
     const BitmapView active_bits = active(view, size_class);
     bool want = has_free_chunk(view, block, size_class);
     for (;;) {
@@ -109,7 +109,7 @@ struct Untyped {
   }
 
   /// Starts @p block (just taken from the free bitmap) as a block of @p size_class holding @p chunks.
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE static void start_block(const View& view, std::uint64_t block, int size_class, std::uint64_t chunks) {
+  SOAHEAP_HD static void start_block(const View& view, std::uint64_t block, int size_class, std::uint64_t chunks) {
     BlockHeader& header = view.headers[block];
     atomic_store(&header.class_id, Layout::class_id_of(size_class));
     atomic_store(&header.iteration, 0);
@@ -123,7 +123,7 @@ struct Untyped {
   /// Gives back @p chunks of a block of @p size_class; false when one of them was not allocated.
   /// A compare-and-swap loop rather than a blind AND, so that a double free can never clear bits of
   /// a free block's invalidated bitmap.
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE static bool release(const View& view, std::uint64_t block, int size_class, std::uint64_t chunks) {
+  SOAHEAP_HD static bool release(const View& view, std::uint64_t block, int size_class, std::uint64_t chunks) {
     std::uint64_t* allocation = &view.headers[block].allocation;
     std::uint64_t before = atomic_load(allocation);
     for (;;) {
@@ -147,7 +147,7 @@ struct Untyped {
   }
 
   /// Returns an emptied block to the free bitmap unless a chunk was reserved in it meanwhile.
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE static void retire(const View& view, std::uint64_t block, int size_class) {
+  SOAHEAP_HD static void retire(const View& view, std::uint64_t block, int size_class) {
     if (atomic_cas(&view.headers[block].allocation, 0, kInvalidatedBitmap) != 0) {
       refresh(view, block, size_class);
       return;
@@ -298,7 +298,7 @@ struct Untyped {
     return true;
   }
 
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE static void* allocate_run(const View& view, std::uint64_t bytes, std::uint32_t seed) {
+  SOAHEAP_HD static void* allocate_run(const View& view, std::uint64_t bytes, std::uint32_t seed) {
     const std::uint64_t length = (bytes + kBlockBytes - 1) / kBlockBytes;
     if (length > view.block_count) {
       record(view, HeapErrorKind::untyped_out_of_memory, bytes);
@@ -341,7 +341,7 @@ struct Untyped {
   }
 
   /// Frees the run that starts at @p first; false when it is no live run head (double free).
-  SOAHEAP_HD SOAHEAP_OUT_OF_LINE static bool free_run(const View& view, std::uint64_t first) {
+  SOAHEAP_HD static bool free_run(const View& view, std::uint64_t first) {
     BlockHeader& header = view.headers[first];
     // One compare-and-swap decides which of two concurrent frees of the same run wins.
     if (atomic_cas32(&header.class_id, kUntypedRunHeadId, kUntypedRunFreedId) != kUntypedRunHeadId) return false;

@@ -44,13 +44,16 @@ class Field {
     const int capacity = detail::capacity_of(object);
     const std::uint64_t array_offset =
         detail::soa_array_offset<all_field_types_t<Owner>, global_index()>(capacity);
-    value_type* const value = reinterpret_cast<value_type*>(detail::data_address_of(object) + array_offset) + detail::slot_of(object);
+    char* const bytes = reinterpret_cast<char*>(detail::data_address_of(object) + array_offset) +
+                        static_cast<std::uint64_t>(detail::slot_of(object)) * sizeof(value_type);
 #if SOAHEAP_DEVICE_CODE
     // Heap data is always global memory (device or managed). Said so, the compiler emits global
     // loads and stores (LDG/STG) instead of generic ones that check the address window first.
-    __builtin_assume(__isGlobal(value));
+    // (Said of the char pointer: nvcc 13 hands a pointer to a class type, e.g. array<bool, 5>, to
+    // the intrinsic unconverted, and NVVM then rejects the module as a broken function.)
+    __builtin_assume(__isGlobal(bytes));
 #endif
-    return value;
+    return reinterpret_cast<value_type*>(bytes);
   }
 
   SOAHEAP_HD value_type& get() const { return *address(); }
