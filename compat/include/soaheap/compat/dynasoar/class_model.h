@@ -63,7 +63,7 @@ struct own_fields {
 #if defined(__NVCC__)
 #pragma nv_diag_suppress 1301
 #endif
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wnon-template-friend"
 #endif
@@ -71,7 +71,7 @@ template <class Tag>
 struct SelfReader {
   friend auto self_of(SelfReader<Tag>);
 };
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 #if defined(__NVCC__)
