@@ -18,8 +18,8 @@
 /// The macro declares the first three directly. `soaheap_self` is found from `this`, not from the
 /// macro's first argument: DynaSOAr programs also write a subclass that names its base there
 /// (`class BarSub : public Bar { ... declare_field_types(Bar, int) ... }`, DynaSOAr's api-example),
-/// and `new (allocator) BarSub(...)` must still create a BarSub (see detail::SelfReader). `BaseClass` and `kIsAbstract` are declared *after*
-/// the macro, so nothing inside the macro can name them as types or constants; the base therefore
+/// and `new (allocator) BarSub(...)` must still create a BarSub (see detail::SelfReader).
+/// `BaseClass` and `kIsAbstract` are declared *after* the macro, so nothing inside the macro can name them as types or constants; the base therefore
 /// comes through reflection's managed_base customization point (specialized below, read when the
 /// class is complete), and `kAbstract` is an object whose constexpr conversion to bool reads
 /// `kIsAbstract` only when soaheap evaluates it, which is always after the class is complete.
