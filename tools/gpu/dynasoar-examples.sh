@@ -3,12 +3,24 @@
 # then run with their default parameters. Their sources are not part of this repository: place a
 # checkout of prg-titech/dynasoar (or just its example/ folder) somewhere and pass that directory.
 #
-# Usage (repo root):  tools/gpu/dynasoar-examples.sh DYNASOAR_DIR [build|run|all]   (default: all)
+# Usage (repo root):  tools/gpu/dynasoar-examples.sh DYNASOAR_DIR [build|run|all|compare|compare-build|compare-run]   (default: all)
 #   build: compiles every example into build-dynasoar-examples/ (or $BIN_DIR), in parallel
 #   run:   runs the binaries found there, each under `timeout $TIMEOUT` (default 45 s)
+#   compare: builds each program again at the sizes and iteration counts of the table `comparisons`
+#          and runs it next to soaheap's native application given the same (binaries in
+#          $NATIVE_BIN, e.g. build-gpu/bin); writes dynasoar-vs-native.json (one line per program:
+#          both times, their ratio) into $OUT. ROUNDS (default 1) alternates the two that often.
+#          compare-build / compare-run: only its first / second half.
+# barnes-hut is also built with tools/dynasoar-host/barnes-hut-child-index.patch applied (a data race
+# of the program itself, see docs/dynasoar-migration.md): barnes_hut_patched, and with WITH_DEBUG=1
+# barnes_hut_patched_debug (their assertions and check_consistency after every step, 20 steps), and
+# both at the host backend's 20000 bodies (barnes_hut_small_debug, barnes_hut_patched_small_debug).
 # Writes "$OUT"/dynasoar-examples.log (build output, each program's printed result, exit status and
 # wall time) and "$OUT"/dynasoar-examples.json (one JSON line per program).
-# Environment: OUT (default .), BIN_DIR, TIMEOUT, JOBS (parallel nvcc, default 8), NVCC,
+# Environment: OUT (default .), BIN_DIR, TIMEOUT, JOBS (parallel nvcc, default 8), NVCC, CXX,
+#   HOST_INCLUDES and HOST_LIBS (flags to find spdlog and fmt where they are not installed; HOST_LIBS
+#   replaces -lspdlog -lfmt),
+#   ONLY (a regular expression: build and run just the programs whose names match it),
 #   EXTRA_FLAGS (e.g. -DPARAM_SIZE_X=512 to shrink a problem), GOL_PGM (a game-of-life .pgm data
 #   set; without it a 2000x2000 random one is generated), WITH_DEBUG=1 (also build and run wa-tor,
 #   collision and nbody without -DNDEBUG, which prints their checksums).
@@ -42,7 +54,9 @@ for module_include in "$repo"/*/include; do
 done
 flags="-std=c++17 -arch=sm_90 --extended-lambda --expt-relaxed-constexpr -lineinfo -maxrregcount=64 $includes"
 flags="$flags -I$src/example/configuration/dynasoar -I$src ${EXTRA_FLAGS:-}"
-libs="-lspdlog -lfmt"
+# soaheap's log lines are written by a host-compiled function (base/src/log.cpp, spdlog): compiled
+# once here by the host compiler; HOST_INCLUDES may name where spdlog's and fmt's headers are.
+libs="$bin/soaheap_log.o ${HOST_LIBS:--lspdlog -lfmt}"
 
 # name | main source | extra sources | options (their build_scripts/build_*.sh defaults)
 programs=(
@@ -56,18 +70,54 @@ programs=(
   "gol|example/game-of-life/dynasoar/gol.cu|example/game-of-life/dataset_loader.cu|-O3 -DNDEBUG"
   "sugarscape|example/sugarscape/dynasoar/sugarscape.cu||-O3 -DNDEBUG"
   "generation|example/generation/dynasoar/generation.cu|example/generation/dataset_loader.cu|-O3 -DNDEBUG"
+  "barnes_hut_patched|@patched/example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DNDEBUG"
 )
 if [ "${WITH_DEBUG:-0}" = 1 ]; then
   programs+=("wator_debug|example/wa-tor/dynasoar/wator.cu||-O3"
              "collision_debug|example/collision/dynasoar/collision.cu||-O3"
-             "nbody_debug|example/nbody/dynasoar/nbody.cu||-O3")
+             "nbody_debug|example/nbody/dynasoar/nbody.cu||-O3"
+             "barnes_hut_patched_debug|@patched/example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DPARAM_NUM_ITER=20"
+             "barnes_hut_patched_small_debug|@patched/example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DPARAM_NUM_ITER=20 -DPARAM_SIZE=20000"
+             "barnes_hut_small_debug|example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DPARAM_NUM_ITER=20 -DPARAM_SIZE=20000")
 fi
 
+# Equal parameters for mode compare: name | main | extra | their options | native program and
+# arguments. Their sizes and iteration counts where the native application has the same notion
+# (fewer iterations than their defaults where a run would take minutes); the models' rules are each
+# implementation's own (see docs/dynasoar-migration.md for what differs).
+comparisons=(
+  "cmp_wator|example/wa-tor/dynasoar/wator.cu||-O3 -DNDEBUG -DPARAM_SIZE_X=2048 -DPARAM_SIZE_Y=2048|wa-tor --size 2048 --iterations 500"
+  "cmp_collision|example/collision/dynasoar/collision.cu||-O3 -DNDEBUG -DPARAM_NUM_ITER=500|collision --size 40000 --iterations 500"
+  "cmp_nbody|example/nbody/dynasoar/nbody.cu||-O3 -DNDEBUG -DPARAM_NUM_ITER=500|nbody --size 20000 --iterations 500"
+  "cmp_barnes_hut|@patched/example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DNDEBUG -DPARAM_NUM_ITER=100|barnes_hut --size 300000 --iterations 100"
+  "cmp_sugarscape|example/sugarscape/dynasoar/sugarscape.cu||-O3 -DNDEBUG|sugarscape --size 1700 --iterations 10000"
+  "cmp_gol|example/game-of-life/dynasoar/gol.cu|example/game-of-life/dataset_loader.cu|-O3 -DNDEBUG|game-of-life --size 2000 --iterations 300 --density 100"
+  "cmp_traffic|example/traffic/dynasoar/traffic.cu||-O3 -DNDEBUG|traffic --size 35000 --iterations 12000"
+  "cmp_structure|example/structure/dynasoar/structure.cu|example/structure/dataset.cc|-O3 -DNDEBUG|structure --size 707 --iterations 7500"
+)
+[[ "$mode" == compare* ]] && programs=("${comparisons[@]}")
+if [ -n "${ONLY:-}" ]; then  # a regular expression of program names to build and run
+  selected=()
+  for entry in "${programs[@]}"; do [[ "${entry%%|*}" =~ ^($ONLY)$ ]] && selected+=("$entry"); done
+  programs=("${selected[@]}")
+  [[ "$mode" == compare* ]] && comparisons=("${selected[@]}")
+fi
+
+# The patched copy of their sources (barnes-hut's race fixed), for entries whose main is @patched/...
+psrc="$bin/patched-src"
+rm -rf "$psrc"
+mkdir -p "$psrc"
+cp -r "$src/example" "$psrc/"
+[ -d "$src/util" ] && cp -r "$src/util" "$psrc/"
+patch -s -d "$psrc" -p1 <"$repo/tools/dynasoar-host/barnes-hut-child-index.patch" || status=1
+
 build_one() {  # entry
-  IFS='|' read -r name main extra opts <<<"$1"
+  IFS='|' read -r name main extra opts _ <<<"$1"
+  local root="$src"
+  if [[ "$main" == @patched/* ]]; then root="$psrc"; main="${main#@patched/}"; fi
   local extra_paths=""
-  [ -n "$extra" ] && extra_paths="$src/$extra"
-  local cmd="$nvcc $flags $opts $src/$main $extra_paths -o $bin/$name $libs"
+  [ -n "$extra" ] && extra_paths="$root/$extra"
+  local cmd="$nvcc $flags $opts $root/$main $extra_paths -o $bin/$name $libs"
   {
     echo "### build $name: $cmd"
     $cmd 2>&1 | grep -v -e 'fmt/core.h' -e '^ *|' -e 'inlined from' -e '^\s*\^' -e '~~~' || true
@@ -75,10 +125,13 @@ build_one() {  # entry
   } >"$bin/$name.buildlog" 2>&1
 }
 export -f build_one
-export nvcc flags bin src libs
+export nvcc flags bin src psrc libs
 
-if [ "$mode" = build ] || [ "$mode" = all ]; then
+if [ "$mode" = build ] || [ "$mode" = all ] || [ "$mode" = compare ] || [ "$mode" = compare-build ]; then
   : >"$log"
+  # shellcheck disable=SC2086  # HOST_INCLUDES is a list of flags
+  "${CXX:-g++}" -std=c++17 -O2 -c -I"$repo/base/include" ${HOST_INCLUDES:-} "$repo/base/src/log.cpp" \
+    -o "$bin/soaheap_log.o" >>"$log" 2>&1 || { echo "### build soaheap_log.o: FAILED" >>"$log"; status=1; }
   printf '%s\n' "${programs[@]}" | xargs -P "$jobs" -I{} bash -c 'build_one "$@"' _ {}
   for entry in "${programs[@]}"; do
     name="${entry%%|*}"
@@ -87,34 +140,72 @@ if [ "$mode" = build ] || [ "$mode" = all ]; then
   done
 fi
 
+gol_pgm() {  # prints the game-of-life data set's path (theirs is an archive; this one is random)
+  if [ -n "${GOL_PGM:-}" ]; then echo "$GOL_PGM"; return; fi
+  local pgm="$bin/gol-random.pgm"  # their loader: "P2", a comment line, "cols rows", then 0 = alive
+  [ -s "$pgm" ] || awk 'BEGIN { srand(42); print "P2"; print "# random, soaheap"; print "2000 2000";
+               for (i = 0; i < 2000 * 2000; ++i) printf "%d%s", (rand() < 0.1 ? 0 : 1), (i % 2000 == 1999 ? "\n" : " ") }' >"$pgm"
+  echo "$pgm"
+}
+
+# Runs one of their binaries: log entry, then sets rc, wall and printed (their last line,
+# "<total microseconds>, <enumeration microseconds>").
+run_theirs() {  # name
+  local name="$1" args=() output start end
+  [[ "$name" == gol* || "$name" == cmp_gol* ]] && args=("$(gol_pgm)")
+  echo "### run $name ${args[*]:-}" >>"$log"
+  start=$(date +%s.%N)
+  output="$(timeout "$timeout_s" "$bin/$name" "${args[@]}" 2>&1)"
+  rc=$?
+  end=$(date +%s.%N)
+  wall=$(awk "BEGIN { printf \"%.2f\", $end - $start }")
+  tail -n 40 <<<"$output" >>"$log"
+  echo "### run $name: exit $rc, $wall s" >>"$log"
+  printed="$(grep -E '^[0-9]+, ?[0-9]+$' <<<"$output" | tail -n 1)"
+}
+
 if [ "$mode" = run ] || [ "$mode" = all ]; then
   [ "$mode" = run ] && : >"$log"
   : >"$json"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$log" 2>&1
-  pgm="${GOL_PGM:-}"
-  if [ -z "$pgm" ]; then  # their loader: "P2", a comment line, "cols rows", then 0 = alive
-    pgm="$bin/gol-random.pgm"
-    awk 'BEGIN { srand(42); print "P2"; print "# random, soaheap"; print "2000 2000";
-                 for (i = 0; i < 2000 * 2000; ++i) printf "%d%s", (rand() < 0.1 ? 0 : 1), (i % 2000 == 1999 ? "\n" : " ") }' >"$pgm"
-  fi
   for entry in "${programs[@]}"; do
     name="${entry%%|*}"
     [ -x "$bin/$name" ] || { echo "### run $name: no binary" >>"$log"; continue; }
-    args=()
-    [[ "$name" == gol* ]] && args=("$pgm")
-    echo "### run $name ${args[*]:-}" >>"$log"
-    start=$(date +%s.%N)
-    output="$(timeout "$timeout_s" "$bin/$name" "${args[@]}" 2>&1)"
-    rc=$?
-    end=$(date +%s.%N)
-    wall=$(awk "BEGIN { printf \"%.2f\", $end - $start }")
-    tail -n 40 <<<"$output" >>"$log"
-    echo "### run $name: exit $rc, $wall s" >>"$log"
-    # Their last line is "<total microseconds>, <enumeration microseconds>".
-    last="$(grep -E '^[0-9]+, [0-9]+$' <<<"$output" | tail -n 1)"
+    run_theirs "$name"
     printf '{"program":"%s","exit":%d,"timed_out":%s,"wall_s":%s,"printed":"%s"}\n' \
-      "$name" "$rc" "$([ "$rc" -eq 124 ] && echo true || echo false)" "$wall" "${last:-}" >>"$json"
+      "$name" "$rc" "$([ "$rc" -eq 124 ] && echo true || echo false)" "$wall" "${printed:-}" >>"$json"
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then status=1; fi
+  done
+fi
+
+if [ "$mode" = compare ] || [ "$mode" = compare-run ]; then
+  native_bin="${NATIVE_BIN:?compare needs NATIVE_BIN, the folder of the native applications}"
+  cjson="$out/dynasoar-vs-native.json"
+  : >"$cjson"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$log" 2>&1
+  for ((round = 1; round <= ${ROUNDS:-1}; ++round)); do
+    for entry in "${comparisons[@]}"; do
+      IFS='|' read -r name _ _ opts native <<<"$entry"
+      [ -x "$bin/$name" ] || { echo "### run $name: no binary" >>"$log"; status=1; continue; }
+      run_theirs "$name"
+      theirs_rc=$rc
+      theirs_s=$(awk -F', *' '{ printf "%.6f", $1 / 1e6 }' <<<"${printed:-0, 0}")
+      read -r -a native_args <<<"$native"
+      echo "### run native ${native_args[*]} --backend cuda" >>"$log"
+      native_out="$(timeout "$timeout_s" "$native_bin/${native_args[0]}" "${native_args[@]:1}" --backend cuda 2>&1)"
+      native_rc=$?
+      result="$(grep -E '^\{.*"total_time_s"' <<<"$native_out" | tail -n 1)"
+      echo "${result:-$(tail -n 20 <<<"$native_out")}" >>"$log"
+      # The native result line's total time (setup + iterations; its self-check is timed apart).
+      native_s=$(python3 -c 'import json, sys
+try: print(json.loads(sys.stdin.read())["total_time_s"])
+except Exception: print(0)' <<<"$result")
+      check=$(grep -o '"self_check":"[a-z]*"' <<<"$result" | cut -d'"' -f4)
+      ratio=$(awk "BEGIN { print ($native_s > 0 ? $theirs_s / $native_s : 0) }")
+      printf '{"program":"%s","round":%d,"their_options":"%s","native":"%s","dynasoar_shim_s":%s,"dynasoar_exit":%d,"native_s":%s,"native_exit":%d,"native_self_check":"%s","ratio":%s}\n' \
+        "$name" "$round" "$opts" "$native" "$theirs_s" "$theirs_rc" "$native_s" "$native_rc" "$check" "$ratio" >>"$cjson"
+      if [ "$theirs_rc" -ne 0 ] || [ "$native_rc" -ne 0 ]; then status=1; fi
+    done
   done
 fi
 exit "$status"

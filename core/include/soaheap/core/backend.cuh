@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -68,6 +69,22 @@ inline std::string describe_device(Backend backend, unsigned host_threads) {
 }
 
 namespace detail {
+
+/// @brief The host backend's worker count for a heap that asked for @p requested (0 = default):
+/// SOAHEAP_HOST_THREADS when set (programs that cannot pass options, e.g. DynaSOAr's through the
+/// shim, run under the sanitizers with more threads than cores), else 0 = all cores.
+/// @throw invalid_argument naming the variable's value when it is not a count from 1 to 4096
+inline unsigned host_thread_count(unsigned requested) {
+  if (requested != 0) return requested;
+  const char* text = std::getenv("SOAHEAP_HOST_THREADS");
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  const unsigned long value = std::strtoul(text, &end, 10);
+  if (*end != '\0' || value < 1 || value > 4096 || text[0] == '-')
+    throw invalid_argument(std::string("soaheap: SOAHEAP_HOST_THREADS=\"") + text +
+                           "\" is not a worker thread count from 1 to 4096");
+  return static_cast<unsigned>(value);
+}
 
 inline constexpr unsigned kThreadsPerCudaBlock = 256;
 

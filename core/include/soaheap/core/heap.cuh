@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <iomanip>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -46,7 +47,9 @@ struct HeapOptions {
   Backend backend = Backend::host;
   /// cuda only (host-backend heaps are host memory anyway): device or managed memory.
   HeapMemory memory = HeapMemory::device;
-  unsigned host_threads = 0;     ///< host backend worker threads; 0 = all cores
+  /// Host backend worker threads; 0 = the environment variable SOAHEAP_HOST_THREADS when set
+  /// (for programs that cannot pass options, e.g. DynaSOAr's through the shim), else all cores.
+  unsigned host_threads = 0;
   /// Time the enumeration step of every parallel_do (CUDA events; see Heap::enumeration_seconds()).
   bool time_enumeration = false;
 };
@@ -76,7 +79,7 @@ class Heap {
     block_count_ = block_count_for(options);
     executor_.backend = options.backend;
     if (options.backend == Backend::host) {
-      pool_ = std::make_unique<detail::ThreadPool>(options.host_threads);
+      pool_ = std::make_unique<detail::ThreadPool>(detail::host_thread_count(options.host_threads));
       executor_.pool = pool_.get();
     } else if (!cuda_available()) {
       throw usage_error("soaheap: the cuda backend needs a CUDA GPU, and none is available" +
@@ -348,7 +351,7 @@ class Heap {
         message << "out of memory while allocating " << name << ": all " << block_count_ << " blocks of the "
                 << heap_bytes() << "-byte heap are in use"
                 << (kind == HeapErrorKind::allocation_starved ? " or contended beyond the retry limit" : "")
-                << "; new returned nullptr. Free objects or create a larger heap";
+                << occupancy_summary() << "; new returned nullptr. Free objects or create a larger heap";
         throw out_of_memory(message.str());
       case HeapErrorKind::destroy_of_free_slot:
         message << "destroy of a " << name << " in block " << block << " that is not alive (destroyed twice?)";
@@ -359,6 +362,27 @@ class Heap {
       default:
         message << "unknown recorded error code " << encoded;
         throw usage_error(message.str());
+    }
+  }
+
+  /// " (Cell: 120000 blocks, 96.1% full; ...)": where the blocks went, for an out-of-memory message
+  /// (a full heap of half-empty blocks calls for defragmentation, not a larger heap). Empty when
+  /// the statistics cannot be taken, so that the out-of-memory error itself always reaches the user.
+  std::string occupancy_summary() const {
+    try {
+      const HeapStats now = stats();
+      std::ostringstream text;
+      const char* separator = " (";
+      for (const ClassStats& entry : now.classes) {
+        if (entry.allocated_blocks == 0) continue;
+        text << separator << entry.name << ": " << entry.allocated_blocks << " blocks, "
+             << std::fixed << std::setprecision(1) << 100.0 * (1.0 - entry.fragmentation()) << "% full";
+        separator = "; ";
+      }
+      if (now.untyped.blocks() != 0) text << separator << "untyped memory: " << now.untyped.blocks() << " blocks";
+      return text.str().empty() ? std::string() : text.str() + ")";
+    } catch (const std::exception&) {
+      return {};
     }
   }
 
