@@ -11,7 +11,7 @@
 #          $NATIVE_BIN, e.g. build-gpu/bin); writes dynasoar-vs-native.json (one line per program:
 #          both times, their ratio) into $OUT. ROUNDS (default 1) alternates the two that often.
 #          compare-build / compare-run: only its first / second half.
-# barnes-hut is also built with tools/dynasoar-host/barnes-hut-child-index.patch applied (a data race
+# barnes-hut is also built with tools/dynasoar-host/barnes-hut-insertion.patch applied (a data race
 # of the program itself, see docs/dynasoar-migration.md): barnes_hut_patched, and with WITH_DEBUG=1
 # barnes_hut_patched_debug (their assertions and check_consistency after every step, 20 steps), and
 # both at the host backend's 20000 bodies (barnes_hut_small_debug, barnes_hut_patched_small_debug).
@@ -109,7 +109,7 @@ rm -rf "$psrc"
 mkdir -p "$psrc"
 cp -r "$src/example" "$psrc/"
 [ -d "$src/util" ] && cp -r "$src/util" "$psrc/"
-patch -s -d "$psrc" -p1 <"$repo/tools/dynasoar-host/barnes-hut-child-index.patch" || status=1
+patch -s -d "$psrc" -p1 <"$repo/tools/dynasoar-host/barnes-hut-insertion.patch" || status=1
 
 build_one() {  # entry
   IFS='|' read -r name main extra opts _ <<<"$1"

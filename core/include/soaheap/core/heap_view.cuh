@@ -179,7 +179,13 @@ class HeapView {
       const std::uint32_t round_seed = seed + static_cast<std::uint32_t>(round) * 0x9e3779b9u;
       for (int lookup = 0; lookup < detail::kActiveLookupAttempts; ++lookup) {
         const std::uint64_t block = active.try_find_set(round_seed + static_cast<std::uint32_t>(lookup) * 0x632be5abu);
-        if (block == BitmapView::kNotFound) break;
+        if (block == BitmapView::kNotFound) {
+          // A miss is often only a summary bit whose word below was just emptied by blocks filling
+          // up: look again. Giving up the round here started a new block whenever many threads
+          // filled blocks at once (DynaSOAr's traffic: Cell blocks 55% full, out of memory).
+          if (active.appears_empty()) break;
+          continue;
+        }
         const std::uint64_t slots = try_reserve_in_block(block, kClass, wanted, round_seed + lookup, rank);
         if (slots != 0) return {block, slots};
       }

@@ -199,7 +199,10 @@ struct Untyped {
       const std::uint32_t round_seed = seed + static_cast<std::uint32_t>(round) * 0x9e3779b9u;
       for (int lookup = 0; lookup < kActiveLookupAttempts; ++lookup) {
         const std::uint64_t block = active_bits.try_find_set(round_seed ^ (static_cast<std::uint32_t>(lookup) << 24));
-        if (block == BitmapView::kNotFound) break;
+        if (block == BitmapView::kNotFound) {
+          if (active_bits.appears_empty()) break;
+          continue;  // a summary bit over a word just emptied: look again (see HeapView::reserve_slots)
+        }
         const std::uint64_t chunks = try_reserve(view, block, size_class, wanted, round_seed + lookup, aim);
         if (chunks != 0) return {block, chunks};
       }
