@@ -11,8 +11,9 @@
 #          $NATIVE_BIN, e.g. build-gpu/bin); writes dynasoar-vs-native.json (one line per program:
 #          both times, their ratio) into $OUT. ROUNDS (default 1) alternates the two that often.
 #          compare-build / compare-run: only its first / second half.
-# barnes-hut is also built with tools/dynasoar-host/barnes-hut-insertion.patch applied (a data race
-# of the program itself, see docs/dynasoar-migration.md): barnes_hut_patched, and with WITH_DEBUG=1
+# barnes-hut is also built with tools/dynasoar-host/barnes-hut-insertion.patch applied (two races of
+# the program's own tree insertion and a 16 KiB device stack, see docs/dynasoar-migration.md):
+# barnes_hut_patched, and with WITH_DEBUG=1
 # barnes_hut_patched_debug (their assertions and check_consistency after every step, 20 steps), and
 # both at the host backend's 20000 bodies (barnes_hut_small_debug, barnes_hut_patched_small_debug).
 # Writes "$OUT"/dynasoar-examples.log (build output, each program's printed result, exit status and
