@@ -13,9 +13,9 @@
 #          compare-build / compare-run: only its first / second half.
 # barnes-hut is also built with tools/dynasoar-host/barnes-hut-insertion.patch applied (two races of
 # the program's own tree insertion and a 16 KiB device stack, see docs/dynasoar-migration.md):
-# barnes_hut_patched, and with WITH_DEBUG=1
-# barnes_hut_patched_debug (their assertions and check_consistency after every step, 20 steps), and
-# both at the host backend's 20000 bodies (barnes_hut_small_debug, barnes_hut_patched_small_debug).
+# barnes_hut_patched, and with WITH_DEBUG=1 barnes_hut_patched_debug (their assertions and
+# check_consistency after every step, 20 steps), and both at the host backend's 20000 bodies
+# (barnes_hut_small_debug, barnes_hut_patched_small_debug).
 # Writes "$OUT"/dynasoar-examples.log (build output, each program's printed result, exit status and
 # wall time) and "$OUT"/dynasoar-examples.json (one JSON line per program).
 # Environment: OUT (default .), BIN_DIR, TIMEOUT, JOBS (parallel nvcc, default 8), NVCC, CXX,
@@ -104,7 +104,8 @@ if [ -n "${ONLY:-}" ]; then  # a regular expression of program names to build an
   [[ "$mode" == compare* ]] && comparisons=("${selected[@]}")
 fi
 
-# The patched copy of their sources (barnes-hut's race fixed), for entries whose main is @patched/...
+# The patched copy of their sources (barnes-hut's insertion races fixed, its stack raised), for
+# entries whose main is @patched/...
 psrc="$bin/patched-src"
 rm -rf "$psrc"
 mkdir -p "$psrc"

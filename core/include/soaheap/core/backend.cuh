@@ -80,7 +80,7 @@ inline unsigned host_thread_count(unsigned requested) {
   if (text == nullptr || *text == '\0') return 0;
   char* end = nullptr;
   const unsigned long value = std::strtoul(text, &end, 10);
-  if (*end != '\0' || value < 1 || value > 4096 || text[0] == '-')
+  if (*end != '\0' || value < 1 || value > 4096)  // "-2" wraps to a huge value: refused too
     throw invalid_argument(std::string("soaheap: SOAHEAP_HOST_THREADS=\"") + text +
                            "\" is not a worker thread count from 1 to 4096");
   return static_cast<unsigned>(value);
