@@ -58,17 +58,19 @@ inline const char* to_string(CompactionStrategy compaction) {
 
 /// @brief Milliseconds spent in each phase, summed over all passes (and subclasses): GPU time by
 /// CUDA events for the plan strategy on cuda, wall time otherwise. For the plan strategy "scan" is
-/// building the plan and "forward" is 0 (forwarding pointers are left by the copy kernel).
+/// building the plan and "forward" is 0 (forwarding pointers are left by the copy kernel). "order"
+/// is what only an ordered compaction does: computing the keys and sorting them.
 struct DefragPhaseTimes {
-  double scan_ms = 0, copy_ms = 0, forward_ms = 0, rewrite_ms = 0, state_ms = 0;
-  double total_ms() const { return scan_ms + copy_ms + forward_ms + rewrite_ms + state_ms; }
+  double scan_ms = 0, copy_ms = 0, forward_ms = 0, rewrite_ms = 0, state_ms = 0, order_ms = 0;
+  double total_ms() const { return scan_ms + copy_ms + forward_ms + rewrite_ms + state_ms + order_ms; }
 };
 
 /// @brief What one defragmentation run did.
 struct DefragResult {
   std::string class_name;                  ///< the class that was asked for (a base covers its subclasses)
+  bool ordered = false;                    ///< an ordered compaction (objects sorted by a key)
   int passes = 0;                          ///< passes that moved objects (summed over concrete subclasses)
-  std::uint64_t blocks_freed = 0;          ///< source blocks returned to the free state
+  std::uint64_t blocks_freed = 0;          ///< blocks returned to the free state (ordered: net of the fresh ones taken)
   std::uint64_t objects_moved = 0;         ///< relocated objects
   std::uint64_t bytes_moved = 0;           ///< bytes of field data copied
   std::uint64_t candidates_before = 0;     ///< defrag-candidate blocks before / after the run

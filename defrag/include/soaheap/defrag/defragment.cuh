@@ -30,6 +30,8 @@
 #include <soaheap/defrag/detail/candidate_scan.cuh>
 #include <soaheap/defrag/detail/copy_objects.cuh>
 #include <soaheap/defrag/detail/forwarding.cuh>
+#include <soaheap/defrag/detail/ordered_run.cuh>
+#include <soaheap/defrag/order.cuh>
 #include <soaheap/base/log.hpp>
 #include <soaheap/defrag/detail/pass_plan.cuh>
 #include <soaheap/defrag/detail/plan_run.cuh>
@@ -53,6 +55,19 @@ namespace soaheap {
 /// @throw usage_error while another operation on the heap is in flight
 template <class T, class... Classes>
 DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options = {});
+
+/// @brief Ordered compaction: the objects of T (each concrete subclass of T on its own) end in
+/// ceil(live/N) blocks, in ascending order of @p order's key (stable for equal keys), each object
+/// moved once and every pointer to them rewritten in one scan (detail/ordered_run.cuh).
+/// @param options options.subclasses and options.factor (the n that the blocks' states follow
+///        afterwards) apply; the strategy, target and k1 do not (an ordered run always reaches the
+///        fewest blocks); locality windows and the passes strategy are refused
+/// @param order e.g. `soaheap::order_by_pointer_field<&Agent::position>()` (order.cuh)
+/// @throw out_of_memory when the heap lacks the ceil(live/N) free blocks the objects are gathered
+///        into (nothing has changed then; classes covered before it are already ordered)
+/// @throw invalid_argument for options an ordered run cannot honour, as defragment() above
+template <class T, class Order, class... Classes>
+DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options, const Order& order);
 
 namespace detail {
 
@@ -189,10 +204,10 @@ void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, Defr
   }
 }
 
-}  // namespace detail
-
+/// Checks @p options for a defragmentation of T and applies options.factor; throws before anything
+/// changed.
 template <class T, class... Classes>
-DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
+void prepare_defragment(Heap<Classes...>& heap, const DefragOptions& options) {
   using HeapType = Heap<Classes...>;
   using View = typename HeapType::View;
   static_assert(HeapType::template class_id<T> >= 0,
@@ -216,8 +231,8 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
                            " needs compaction=plan");
   if (options.factor != 0) {
     // Check every covered class before changing any, so a bad n leaves the heap as it was.
-    detail::for_each_covered_class<T, View>(options, [&](auto tag) {
-      using C = detail::tag_type_t<decltype(tag)>;
+    for_each_covered_class<T, View>(options, [&](auto tag) {
+      using C = tag_type_t<decltype(tag)>;
       constexpr int kCapacity = HeapType::template capacity<C>;
       if (options.factor < 1 || options.factor > kCapacity - 1)
         throw invalid_argument("soaheap: defrag of " + name + ": defragmentation factor n=" +
@@ -225,13 +240,34 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
                                ": n must be in 1.." + std::to_string(kCapacity - 1) + " (its block capacity is " +
                                std::to_string(kCapacity) + ")");
     });
-    detail::for_each_covered_class<T, View>(options, [&](auto tag) {
-      constexpr int kClass = HeapType::template class_id<detail::tag_type_t<decltype(tag)>>;
+    for_each_covered_class<T, View>(options, [&](auto tag) {
+      constexpr int kClass = HeapType::template class_id<tag_type_t<decltype(tag)>>;
       // Rebuilding the candidate bitmap waits for the GPU: only when n changes.
       if (heap.defrag_factor(kClass) != options.factor) heap.set_defrag_factor(kClass, options.factor);
     });
   }
+}
 
+/// The one info line of a run.
+inline void log_defrag_result(const DefragResult& result, const char* how) {
+  log::info("defrag ", result.class_name, " (", how, "): ", result.passes, " passes, ", result.blocks_freed,
+            " blocks freed, ", result.objects_moved, " objects moved (", result.bytes_moved, " bytes), candidates ",
+            result.candidates_before, " -> ", result.candidates_after, ", fragmentation ",
+            log::fixed(result.fragmentation_before, 4), " -> ", log::fixed(result.fragmentation_after, 4), "; order ",
+            log::fixed(result.times.order_ms), " ms, scan ", log::fixed(result.times.scan_ms), " ms, copy ",
+            log::fixed(result.times.copy_ms), " ms, forward ", log::fixed(result.times.forward_ms), " ms, rewrite ",
+            log::fixed(result.times.rewrite_ms), " ms, state ", log::fixed(result.times.state_ms), " ms, total ",
+            log::fixed(result.times.total_ms()), " ms");
+}
+
+}  // namespace detail
+
+template <class T, class... Classes>
+DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
+  using HeapType = Heap<Classes...>;
+  using View = typename HeapType::View;
+  detail::prepare_defragment<T>(heap, options);
+  const std::string name = T::kName;
   const typename HeapType::OperationGuard guard(heap, "defrag");
   DefragResult result;
   result.class_name = name;
@@ -252,13 +288,33 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
     result.blocks_after = after.blocks;
   }
 
-  log::info("defrag ", name, " (", to_string(options.compaction), "): ", result.passes, " passes, ", result.blocks_freed,
-            " blocks freed, ", result.objects_moved, " objects moved (", result.bytes_moved, " bytes), candidates ",
-            result.candidates_before, " -> ", result.candidates_after, ", fragmentation ",
-            log::fixed(result.fragmentation_before, 4), " -> ", log::fixed(result.fragmentation_after, 4), "; scan ",
-            log::fixed(result.times.scan_ms), " ms, copy ", log::fixed(result.times.copy_ms), " ms, forward ",
-            log::fixed(result.times.forward_ms), " ms, rewrite ", log::fixed(result.times.rewrite_ms), " ms, state ",
-            log::fixed(result.times.state_ms), " ms, total ", log::fixed(result.times.total_ms()), " ms");
+  detail::log_defrag_result(result, to_string(options.compaction));
+  return result;
+}
+
+template <class T, class Order, class... Classes>
+DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options, const Order& order) {
+  using HeapType = Heap<Classes...>;
+  using View = typename HeapType::View;
+  const std::string name = T::kName;
+  if (options.compaction != CompactionStrategy::plan)
+    throw invalid_argument("soaheap: ordered defrag of " + name + ": compaction=passes cannot order objects; use plan");
+  if (options.locality_window != 0)
+    throw invalid_argument("soaheap: ordered defrag of " + name + ": locality_window=" +
+                           std::to_string(options.locality_window) + " contradicts an order (objects go where their key says)");
+  detail::prepare_defragment<T>(heap, options);
+
+  const typename HeapType::OperationGuard guard(heap, "defrag");
+  DefragResult result;
+  result.class_name = name;
+  result.ordered = true;
+  double unused_before = 0, unused_after = 0;  // in blocks' worth of slots
+  detail::for_each_covered_class<T, View>(options, [&](auto tag) {
+    detail::compact_class_in_order<detail::tag_type_t<decltype(tag)>>(heap, order, result, unused_before, unused_after);
+  });
+  result.fragmentation_before = result.blocks_before == 0 ? 0.0 : unused_before / static_cast<double>(result.blocks_before);
+  result.fragmentation_after = result.blocks_after == 0 ? 0.0 : unused_after / static_cast<double>(result.blocks_after);
+  detail::log_defrag_result(result, "ordered");
   return result;
 }
 

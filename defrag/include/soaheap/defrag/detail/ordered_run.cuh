@@ -1,0 +1,406 @@
+#pragma once
+/// @file detail/ordered_run.cuh
+/// @brief Ordered compaction (`soaheap::defragment<T>(heap, options, order)`): the objects of a
+///        concrete class end in ceil(live/N) blocks, in ascending key order (stable: equal keys keep
+///        their address order), each object moved once, pointers rewritten in one scan.
+///
+/// Putting L objects into key order inside the blocks they already occupy would be a permutation
+/// in place, which moves objects along cycles or twice. Instead the run takes D = ceil(L/N) free
+/// blocks (the lowest-addressed ones) and gathers the objects into them in key order; the old
+/// blocks stay untouched until the rewrite has read them, then they are all freed. The heap needs
+/// D free blocks for that; without them the run changes nothing and throws out_of_memory.
+///
+/// Steps, all on the heap's stream, with two host reads (the survey's counts, to size the sort, and
+/// the final counts):
+///  1. survey, one thread per heap block: per block the class's live objects and whether it is
+///     free (a PlanFlow pair, scanned: item offsets in address order, ranks of free blocks); the
+///     class's blocks are listed and marked "old" in a bit array.
+///  2. keys, one thread per slot of the listed blocks: item i (the i-th object in address order)
+///     gets its key and its source position block·64 + slot.
+///  3. sort: CUB's radix sort of (key, source) pairs over the key's significant bits (stable).
+///  4. claim, one thread per heap block: the free blocks of rank < D become the class's new blocks,
+///     full except the last.
+///  5. copy, one thread per object rank r: the r-th object in key order goes to slot r % N of new
+///     block r / N (writes coalesced, reads gathered); rank_of[item] = r is its forwarding record.
+///  6. rewrite: every pointer field that can point to the class, in every class, is redirected when
+///     it points into an old block: item from the old block's (untouched) bitmap, then rank_of.
+///  7. state: old blocks become free, new ones get active/defrag from their fill.
+
+#include <soaheap/core/detail/operation_timer.cuh>
+#include <soaheap/core/heap.cuh>
+#include <soaheap/core/memory.cuh>
+#include <soaheap/defrag/defrag_options.hpp>
+#include <soaheap/defrag/detail/compaction_plan.cuh>
+#include <soaheap/defrag/detail/copy_objects.cuh>
+#include <soaheap/defrag/detail/plan_run.cuh>
+#include <soaheap/defrag/detail/rewrite_pointers.cuh>
+#include <soaheap/defrag/detail/state_update.cuh>
+#include <soaheap/base/log.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#if SOAHEAP_HAS_CUDA
+#include <cub/device/device_radix_sort.cuh>
+#endif
+
+namespace soaheap::detail {
+
+/// Counters of one ordered run, zeroed at its start.
+struct OrderCounts {
+  std::uint64_t listed;             ///< blocks of the class before (the old blocks)
+  std::uint64_t live;               ///< objects of the class
+  std::uint64_t free_blocks;        ///< free blocks of the heap before
+  std::uint64_t candidates_before;  ///< defrag[C] blocks before
+  std::uint64_t candidates_after;   ///< defrag[C] blocks after (among the new blocks)
+};
+
+/// Persistent per-heap scratch of ordered compaction (a Heap attachment) beyond what it shares with
+/// the plan (PlanScratch: flows, offsets, block lists, the old-block bits, phase timers): per object
+/// two key and two source words (the sort's double buffers) and the forwarding record. Grown when a
+/// class has more objects than any ordered before; steady state allocates nothing.
+struct OrderScratch {
+  Memory keys[2];      ///< u64[capacity]
+  Memory sources[2];   ///< u64[capacity]: block * 64 + slot
+  Memory rank_of;      ///< u32[capacity]: item (address order) -> rank (key order)
+  Memory new_blocks;   ///< u32[M]
+  Memory counts;       ///< OrderCounts
+  Memory sort_temp;    ///< CUB temporary storage
+  OperationTimer order_timer;  ///< keys and sort
+  std::uint64_t capacity = 0;
+
+  OrderScratch() { order_timer.enabled = true; }
+
+  void ensure(Backend backend, std::uint64_t blocks, std::uint64_t objects) {
+    if (new_blocks.bytes() < blocks * sizeof(std::uint32_t)) {
+      new_blocks = Memory(backend, blocks * sizeof(std::uint32_t));
+      counts = Memory(backend, sizeof(OrderCounts));
+    }
+    if (objects <= capacity) return;
+    for (Memory& buffer : keys) buffer = Memory(backend, objects * sizeof(std::uint64_t));
+    for (Memory& buffer : sources) buffer = Memory(backend, objects * sizeof(std::uint64_t));
+    rank_of = Memory(backend, objects * sizeof(std::uint32_t));
+    capacity = objects;
+  }
+};
+
+/// Trivially copyable description of one ordered run of concrete class C, passed to its kernels.
+template <class View>
+struct OrderPlan {
+  View view;
+  OrderCounts* counts;
+  PlanFlow* flows;              ///< [M] give: objects of the class in the block; receive: 1 if free
+  PlanFlow* offsets;            ///< [M] exclusive prefix sums of flows
+  std::uint32_t* old_blocks;    ///< [listed] the class's blocks before the run, in no particular order
+  std::uint64_t* old_bits;      ///< [ceil(M/64)] a bit per old block
+  std::uint32_t* new_blocks;    ///< [D] the blocks the objects go to, in address order
+  std::uint64_t* keys;          ///< [live] keys by item (address order), before the sort
+  std::uint64_t* sources;       ///< [live] source positions by item, before the sort
+  const std::uint64_t* sorted_sources;  ///< [live] source positions by rank, after the sort
+  std::uint32_t* rank_of;       ///< [live] rank of each item
+  std::uint64_t live = 0;       ///< L
+  std::uint64_t new_block_count = 0;  ///< D = ceil(L/N)
+  int class_index = 0;
+  int capacity = 1;
+
+  SOAHEAP_HD std::uint64_t full_mask() const { return low_bits(capacity); }
+  /// Address-order index of the object in @p slot of old block @p block (its bitmap is untouched
+  /// until the state step).
+  SOAHEAP_HD std::uint64_t item_of(std::uint64_t block, int slot) const {
+    const std::uint64_t allocation = view.headers[block].allocation & full_mask();
+    return offsets[block].give + static_cast<std::uint64_t>(popcount(allocation & low_bits(slot)));
+  }
+  /// The new pointer bits of the object of rank @p rank.
+  SOAHEAP_HD std::uint64_t new_pointer_bits(std::uint64_t rank) const {
+    const std::uint64_t capacity64 = static_cast<std::uint64_t>(capacity);
+    return view.make_pointer_bits(new_blocks[rank / capacity64], static_cast<int>(rank % capacity64), class_index);
+  }
+  SOAHEAP_HD bool is_old(std::uint64_t block) const {
+    const std::uint64_t* word = old_bits + block / 64;
+#if SOAHEAP_DEVICE_CODE
+    const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
+#else
+    const std::uint64_t bits = *word;
+#endif
+    return ((bits >> (block % 64)) & 1u) != 0;
+  }
+};
+
+/// Step 1, one thread per heap block.
+template <class View>
+struct OrderSurveyKernel {
+  OrderPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t block) const {
+    const View& view = plan.view;
+    OrderCounts& counts = *plan.counts;
+    const bool listed = view.allocated_blocks(plan.class_index).get(block);
+    const bool free = view.free_blocks().get(block);
+    const std::uint64_t allocation = listed ? atomic_load(&view.headers[block].allocation) & plan.full_mask() : 0;
+    const auto objects = static_cast<std::uint64_t>(popcount(allocation));
+    plan.flows[block] = PlanFlow{objects, free ? std::uint64_t{1} : 0};
+    // Every lane adds (0 when its block does not count) so that whole warps add with one atomic.
+    const std::uint64_t position = aggregated_fetch_add(&counts.listed, listed ? 1 : 0);
+    aggregated_fetch_add(&counts.live, objects);
+    aggregated_fetch_add(&counts.free_blocks, free ? 1 : 0);
+    const bool candidate = listed && view.defrag_candidates(plan.class_index).get(block);
+    aggregated_fetch_add(&counts.candidates_before, candidate ? 1 : 0);
+    if (listed) {
+      plan.old_blocks[position] = static_cast<std::uint32_t>(block);
+      atomic_fetch_or(&plan.old_bits[block / 64], std::uint64_t{1} << (block % 64));
+    }
+  }
+};
+
+/// Step 2, one thread per slot of the old blocks (N consecutive threads per block).
+template <class View, class C, class Order>
+struct OrderKeysKernel {
+  OrderPlan<View> plan;
+  Order order;
+  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+    const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
+    const std::uint64_t block = plan.old_blocks[tid / capacity];
+    const int slot = static_cast<int>(tid % capacity);
+    const std::uint64_t allocation = plan.view.headers[block].allocation & plan.full_mask();
+    if (((allocation >> slot) & 1u) == 0) return;
+    const std::uint64_t item = plan.offsets[block].give + static_cast<std::uint64_t>(popcount(allocation & low_bits(slot)));
+    plan.keys[item] = order.key(plan.view, plan.view.template make_pointer<C>(block, slot));
+    plan.sources[item] = block * kSlotsPerBlock + static_cast<std::uint64_t>(slot);
+  }
+};
+
+/// Step 4, one thread per heap block: the D lowest free blocks become blocks of the class, with
+/// their final allocation bitmaps (nothing else runs on the heap during the run).
+template <class View>
+struct OrderClaimKernel {
+  OrderPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t block) const {
+    if (plan.flows[block].receive == 0) return;
+    const std::uint64_t index = plan.offsets[block].receive;
+    if (index >= plan.new_block_count) return;
+    const View& view = plan.view;
+    const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
+    const std::uint64_t fill = index + 1 < plan.new_block_count ? capacity : plan.live - index * capacity;
+    view.free_blocks().clear(block);
+    BlockHeader& header = view.headers[block];
+    atomic_store(&header.class_id, static_cast<std::uint32_t>(plan.class_index));
+    atomic_store(&header.iteration, 0);
+    atomic_store(&header.allocation, low_bits(static_cast<int>(fill)));
+    view.allocated_blocks(plan.class_index).set(block);
+    view.count_block_taken();
+    plan.new_blocks[index] = static_cast<std::uint32_t>(block);
+  }
+};
+
+/// Step 5, one thread per object rank.
+template <class View, class C>
+struct OrderCopyKernel {
+  OrderPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t rank) const {
+    const std::uint64_t source = plan.sorted_sources[rank];
+    const std::uint64_t from_block = source / kSlotsPerBlock;
+    const int from_slot = static_cast<int>(source % kSlotsPerBlock);
+    const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
+    ObjectCopy<View, C>::copy(plan.view.data_address(from_block), from_slot,
+                              plan.view.data_address(plan.new_blocks[rank / capacity]),
+                              static_cast<int>(rank % capacity));
+    plan.rank_of[plan.item_of(from_block, from_slot)] = static_cast<std::uint32_t>(rank);
+  }
+};
+
+/// Where the ordered run moved an object of C (step 6).
+template <class View>
+struct OrderRelocation {
+  OrderPlan<View> plan;
+  /// The rewrite scans the class's new blocks only: the old ones hold the objects' stale copies.
+  SOAHEAP_HD bool holder_block_moved_away(std::uint64_t) const { return false; }
+  SOAHEAP_HD std::uint64_t relocate(std::uint64_t pointer) const {
+    const std::uint64_t block = plan.view.block_of(pointer);
+    if (!plan.is_old(block)) return pointer;  // not an object of the class: leave it to validate()
+    return plan.new_pointer_bits(plan.rank_of[plan.item_of(block, slot_of(pointer))]);
+  }
+};
+
+/// Step 7a, one thread per old block.
+template <class View>
+struct OrderReleaseKernel {
+  OrderPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    release_emptied_block(plan.view, plan.old_blocks[index], plan.class_index);
+  }
+};
+
+/// Step 7b, one thread per new block: active/defrag from the fill level, and the candidates after.
+template <class View>
+struct OrderRefreshKernel {
+  OrderPlan<View> plan;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    const std::uint64_t block = plan.new_blocks[index];
+    plan.view.refresh_block_state(block, plan.class_index);
+    const bool candidate = plan.view.defrag_candidates(plan.class_index).get(block);
+    aggregated_fetch_add(&plan.counts->candidates_after, candidate ? 1 : 0);
+  }
+};
+
+/// Sorts @p count (key, source) pairs by the low @p key_bits bits of the keys, stably; the sorted
+/// sources end in the returned buffer (one of scratch.sources).
+inline const std::uint64_t* sort_by_key(OrderScratch& scratch, const Executor& executor, std::uint64_t count,
+                                        int key_bits) {
+  std::uint64_t* keys_in = scratch.keys[0].as<std::uint64_t>();
+  std::uint64_t* sources_in = scratch.sources[0].as<std::uint64_t>();
+  if (executor.backend == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+    cub::DoubleBuffer<std::uint64_t> keys(keys_in, scratch.keys[1].as<std::uint64_t>());
+    cub::DoubleBuffer<std::uint64_t> sources(sources_in, scratch.sources[1].as<std::uint64_t>());
+    const auto items = static_cast<std::int64_t>(count);
+    std::size_t bytes = 0;
+    SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sources, items, 0, key_bits, executor.stream));
+    if (scratch.sort_temp.bytes() < bytes) scratch.sort_temp = Memory(Backend::cuda, bytes);  // grows with the class only
+    SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.sort_temp.get(), bytes, keys, sources, items, 0, key_bits,
+                                                       executor.stream));
+    return sources.Current();
+#endif
+  }
+  // Host backend: a stable sort of the item indices, then the sources in that order.
+  const std::uint64_t mask = key_bits >= 64 ? ~std::uint64_t{0} : low_bits(key_bits);
+  std::vector<std::uint64_t> order(count);
+  std::iota(order.begin(), order.end(), std::uint64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint64_t a, std::uint64_t b) { return (keys_in[a] & mask) < (keys_in[b] & mask); });
+  std::uint64_t* sorted = scratch.sources[1].as<std::uint64_t>();
+  for (std::uint64_t rank = 0; rank < count; ++rank) sorted[rank] = sources_in[order[rank]];
+  return sorted;
+}
+
+/// Ordered compaction of concrete class C (the caller holds the heap's operation guard). Adds to
+/// @p result and to @p unused_before / @p unused_after, the class's free slots in blocks' worth.
+/// @throw out_of_memory when the heap has fewer free blocks than the class needs (nothing changed)
+template <class C, class Order, class... Classes>
+void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragResult& result, double& unused_before,
+                            double& unused_after) {
+  using HeapType = Heap<Classes...>;
+  using View = typename HeapType::View;
+  constexpr int kClass = HeapType::template class_id<C>;
+  constexpr int kCapacity = HeapType::template capacity<C>;
+  const Executor& executor = heap.executor();
+  const std::uint64_t blocks = heap.block_count();
+  PlanScratch& shared = heap.template attachment<PlanScratch>();
+  shared.ensure(heap.backend(), blocks, HeapType::kClassCount);
+  OrderScratch& scratch = heap.template attachment<OrderScratch>();
+  scratch.ensure(heap.backend(), blocks, 0);
+  double before[kPlanPhaseCount];
+  read_phase_totals(shared, executor, before);
+  const double order_before_s = scratch.order_timer.seconds(executor);
+
+  OrderPlan<View> plan;
+  plan.view = heap.view();
+  plan.counts = scratch.counts.template as<OrderCounts>();
+  plan.flows = shared.flows.template as<PlanFlow>();
+  plan.offsets = shared.offsets.template as<PlanFlow>();
+  plan.old_blocks = shared.class_list(kClass);
+  plan.old_bits = shared.donor_bits.template as<std::uint64_t>();
+  plan.new_blocks = scratch.new_blocks.template as<std::uint32_t>();
+  plan.class_index = kClass;
+  plan.capacity = kCapacity;
+
+  scratch.order_timer.start(executor);
+  executor.launch(sizeof(OrderCounts) / sizeof(std::uint64_t), ZeroWordsKernel{reinterpret_cast<std::uint64_t*>(plan.counts)});
+  executor.launch(PlanScratch::donor_words(blocks), ZeroWordsKernel{plan.old_bits});
+  executor.launch(blocks, OrderSurveyKernel<View>{plan});
+  shared.scan_flows(executor);
+  OrderCounts counts{};
+  scratch.counts.copy_to_host(&counts, 0, sizeof(counts));  // waits: the sort needs the object count on the host
+  const std::uint64_t capacity = static_cast<std::uint64_t>(kCapacity);
+  plan.live = counts.live;
+  plan.new_block_count = (counts.live + capacity - 1) / capacity;
+
+  result.blocks_before += counts.listed;
+  result.live_objects += counts.live;
+  result.minimum_blocks += plan.new_block_count;
+  result.candidates_before += counts.candidates_before;
+  const auto unused_blocks = [&](std::uint64_t block_count) {
+    return static_cast<double>(block_count * capacity - counts.live) / static_cast<double>(capacity);
+  };
+  unused_before += unused_blocks(counts.listed);
+  if (counts.live == 0 || counts.live > std::uint64_t{0xffffffffu}) {
+    scratch.order_timer.stop(executor);
+    if (counts.live != 0)
+      throw invalid_argument("soaheap: ordered compaction of " + std::string(C::kName) + ": " +
+                             std::to_string(counts.live) + " objects are more than the 2^32 one run can order");
+    result.blocks_after += counts.listed;
+    result.candidates_after += counts.candidates_before;
+    unused_after += unused_blocks(counts.listed);
+    return;
+  }
+  if (counts.free_blocks < plan.new_block_count) {
+    scratch.order_timer.stop(executor);
+    throw out_of_memory("soaheap: ordered compaction of " + std::string(C::kName) + " needs " +
+                        std::to_string(plan.new_block_count) + " free blocks for its " + std::to_string(counts.live) +
+                        " objects (it gathers them into fresh blocks), but the heap has " +
+                        std::to_string(counts.free_blocks) + " free of " + std::to_string(blocks) +
+                        "; nothing was changed (a heap with more blocks, or compaction without an order, works)");
+  }
+  scratch.ensure(heap.backend(), blocks, counts.live);
+  plan.keys = scratch.keys[0].template as<std::uint64_t>();
+  plan.sources = scratch.sources[0].template as<std::uint64_t>();
+  plan.rank_of = scratch.rank_of.template as<std::uint32_t>();
+  const int key_bits = std::clamp(order.key_bits(plan.view), 1, 64);
+  executor.launch(counts.listed * capacity, OrderKeysKernel<View, C, Order>{plan, order});
+  plan.sorted_sources = sort_by_key(scratch, executor, counts.live, key_bits);
+  scratch.order_timer.stop(executor);
+
+  shared.timers[kPlanPhaseCopy].start(executor);
+  executor.launch(blocks, OrderClaimKernel<View>{plan});
+  executor.launch(counts.live, OrderCopyKernel<View, C>{plan});
+  shared.timers[kPlanPhaseCopy].stop(executor);
+
+  // One scan of the fields that can point to a C, in every class that has them; C's own objects
+  // are scanned in their new blocks.
+  shared.timers[kPlanPhaseRewrite].start(executor);
+  std::uint64_t* device_listed = &plan.counts->listed;  // non-zero: ListClassBlocksKernel lists
+  auto rewrite_holder = [&](auto holder_tag) {
+    using U = tag_type_t<decltype(holder_tag)>;
+    if constexpr (!U::kAbstract && can_hold_pointer_to_v<U, C>) {
+      using Kernel = RewritePointersKernel<View, U, C, OrderRelocation<View>>;
+      constexpr int kHolder = HeapType::template class_id<U>;
+      if constexpr (kHolder == kClass) {
+        executor.launch(Kernel::thread_count(plan.new_block_count), Kernel{plan.view, plan.new_blocks, {plan}});
+      } else {
+        executor.launch(1, ZeroWordsKernel{shared.holder_count(kHolder)});
+        executor.launch(blocks, ListClassBlocksKernel<View>{plan.view, kHolder, shared.class_list(kHolder),
+                                                            shared.holder_count(kHolder), device_listed});
+        executor.launch_counted(shared.holder_count(kHolder), Kernel::thread_count(1), Kernel::thread_count(blocks),
+                                LaunchHint{}, Kernel{plan.view, shared.class_list(kHolder), {plan}});
+      }
+    }
+  };
+  (rewrite_holder(typename View::template type_tag<Classes>{}), ...);
+  shared.timers[kPlanPhaseRewrite].stop(executor);
+
+  shared.timers[kPlanPhaseState].start(executor);
+  executor.launch(counts.listed, OrderReleaseKernel<View>{plan});
+  executor.launch(plan.new_block_count, OrderRefreshKernel<View>{plan});
+  shared.timers[kPlanPhaseState].stop(executor);
+  scratch.counts.copy_to_host(&counts, 0, sizeof(counts));
+  heap.throw_recorded_error();
+
+  double after[kPlanPhaseCount];
+  read_phase_totals(shared, executor, after);
+  result.times.order_ms += (scratch.order_timer.seconds(executor) - order_before_s) * 1e3;
+  result.times.copy_ms += after[kPlanPhaseCopy] - before[kPlanPhaseCopy];
+  result.times.rewrite_ms += after[kPlanPhaseRewrite] - before[kPlanPhaseRewrite];
+  result.times.state_ms += after[kPlanPhaseState] - before[kPlanPhaseState];
+  ++result.passes;
+  result.blocks_freed += counts.listed - plan.new_block_count;  // net: D fresh blocks replace the old ones
+  result.objects_moved += counts.live;
+  result.bytes_moved += counts.live * object_size_v<C>;
+  result.blocks_after += plan.new_block_count;
+  unused_after += unused_blocks(plan.new_block_count);
+  result.candidates_after += counts.candidates_after;
+  log::debug("defrag ", C::kName, " ordered: ", counts.live, " objects, ", counts.listed, " -> ", plan.new_block_count,
+             " blocks, key bits ", key_bits);
+}
+
+}  // namespace soaheap::detail
