@@ -181,6 +181,7 @@ inline constexpr std::string_view mass_threshold_key = "mass_threshold";
 inline constexpr std::string_view auto_budget_key = "auto_budget";
 inline constexpr std::string_view locality_window_key = "locality_window";
 inline constexpr std::string_view classes_key = "classes";
+inline constexpr std::string_view order_key = "order";
 
 inline const std::vector<std::string_view>& top_level_keys() {
   static const std::vector<std::string_view> keys{defrag_table_key};
@@ -194,7 +195,7 @@ inline const std::vector<std::string_view>& defrag_table_keys() {
 }
 inline const std::vector<std::string_view>& class_table_keys() {
   static const std::vector<std::string_view> keys{factor_key, retained_candidates_key, min_compactions_key,
-                                                  locality_window_key};
+                                                  locality_window_key, order_key};
   return keys;
 }
 
@@ -260,6 +261,23 @@ inline std::optional<DefragPolicyKind> policy_from_name(std::string_view name) {
     if (name == to_string(kind)) return kind;
   }
   return std::nullopt;
+}
+
+/// What is wrong with an order setting ("" when nothing): "none", or "field:" / "key:" followed by
+/// a C identifier (the name the application gave the order).
+inline std::string order_problem(std::string_view order) {
+  if (order == "none") return {};
+  const auto colon = order.find(':');
+  const std::string_view kind = order.substr(0, colon == std::string_view::npos ? 0 : colon);
+  const std::string_view name = colon == std::string_view::npos ? std::string_view{} : order.substr(colon + 1);
+  const auto identifier_character = [](char c, bool first) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9');
+  };
+  bool identifier = !name.empty();
+  for (std::size_t i = 0; identifier && i < name.size(); ++i) identifier = identifier_character(name[i], i == 0);
+  if ((kind == "field" || kind == "key") && identifier) return {};
+  return "expected \"none\", \"field:NAME\" or \"key:NAME\" (NAME: the order's name in the application, e.g. "
+         "\"field:position\")";
 }
 
 inline std::string policy_problem() { return "expected one of \"manual\", \"every\", \"mass\", \"auto\""; }

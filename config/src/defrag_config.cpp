@@ -64,6 +64,13 @@ class environment_reader {
     return reading.value;
   }
 
+  std::optional<std::string> order(const std::string& name) const {
+    std::optional<std::string> value = text(name);
+    if (!value) return std::nullopt;
+    if (std::string problem = order_problem(*value); !problem.empty()) fail(name, *value, problem);
+    return value;
+  }
+
   std::optional<MassThreshold> mass_threshold(const std::string& name) const {
     const std::optional<std::string> value = text(name);
     if (!value) return std::nullopt;
@@ -193,7 +200,8 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
   }
 
   for (const char* prefix : {defrag_env::class_factor_prefix, defrag_env::class_retained_candidates_prefix,
-                             defrag_env::class_min_compactions_prefix, defrag_env::class_locality_window_prefix}) {
+                             defrag_env::class_min_compactions_prefix, defrag_env::class_locality_window_prefix,
+                             defrag_env::class_order_prefix}) {
     detail::reject_ambiguous_class_variable(environment, prefix, classes);
   }
 
@@ -216,6 +224,7 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
             environment.integer(defrag_env::class_locality_window_prefix + suffix, detail::locality_window_range)) {
       config.classes[info.name].locality_window = *window;
     }
+    if (auto order = environment.order(defrag_env::class_order_prefix + suffix)) config.classes[info.name].order = *order;
 
     const auto settings = config.classes.find(info.name);
     const bool class_has_own_factor = settings != config.classes.end() && settings->second.factor;
@@ -227,6 +236,8 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
     }
   }
 }
+
+bool is_valid_order_name(std::string_view order) { return detail::order_problem(order).empty(); }
 
 void validate(const DefragConfig& config, const std::vector<ClassInfo>& classes) {
   using namespace detail;
@@ -281,6 +292,10 @@ void validate(const DefragConfig& config, const std::vector<ClassInfo>& classes)
     }
     if (settings.locality_window) {
       check_range(append_key(class_path, locality_window_key), *settings.locality_window, locality_window_range);
+    }
+    if (settings.order) {
+      if (std::string problem = order_problem(*settings.order); !problem.empty())
+        throw_bad_value({{}, append_key(class_path, order_key)}, in_quotes(*settings.order), problem);
     }
   }
 

@@ -147,6 +147,15 @@ class schema_reader {
     return *policy;
   }
 
+  std::string read_order(const node& value, const std::string& path) const {
+    if (Adapter::kind(value) != value_kind::string)
+      throw_bad_value(value_site(value, path), describe_value(value), order_problem({}));
+    std::string order = Adapter::string(value);
+    if (std::string problem = order_problem(order); !problem.empty())
+      throw_bad_value(value_site(value, path), describe_value(value), problem);
+    return order;
+  }
+
   // k2 is an integer count, or a string holding a count or a percentage.
   MassThreshold read_mass_threshold(const node& value, const std::string& path) const {
     const error_site site = value_site(value, path);
@@ -236,6 +245,8 @@ class schema_reader {
           settings.min_compactions = read_integer(value, path, min_compactions_range);
         } else if (key == locality_window_key) {
           settings.locality_window = read_integer(value, path, locality_window_range);
+        } else if (key == order_key) {
+          settings.order = read_order(value, path);
         } else {
           reject_unknown_key(key, key_position, class_path, class_table_keys());
         }

@@ -84,6 +84,14 @@ class AppRun {
     session_.record(done, results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
 
+  /// @brief Defines order @p name ("field:NAME" or "key:NAME") of concrete class C: the policy then
+  /// compacts C in that order, the first order of a class being its default (the configuration's
+  /// `order` of the class may name another or "none"); see soaheap::DefragPolicy::define_order.
+  template <class C, class Order>
+  void define_order(const std::string& name, const Order& order) {
+    policy_.template define_order<C>(heap_, name, order);
+  }
+
   /// @brief Seconds spent in defragmentation so far (measured around the policy).
   double defrag_seconds() const { return session_.defrag_seconds(); }
   /// @brief Seconds since this object was created.

@@ -11,14 +11,23 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
+#include <utility>
 
 namespace soaheap_app {
+
+/// Whether @p Simulation has `static void define_orders(AppRun<Heap>&)` (its classes' orders).
+template <class Simulation, class Heap, class = void>
+struct defines_orders : std::false_type {};
+template <class Simulation, class Heap>
+struct defines_orders<Simulation, Heap, std::void_t<decltype(Simulation::define_orders(std::declval<AppRun<Heap>&>()))>>
+    : std::true_type {};
 
 /// @brief Builds the heap of @p model, runs `options.iterations` steps on it with AppRun's
 ///        per-iteration bookkeeping, checks the result against the reference, validates the
 ///        heap's structure and prints the result line.
 /// @tparam Simulation `Simulation(model)`, `static heap_options(model, backend)`, `setup(heap)`,
-///         `step(heap, iteration)`
+///         `step(heap, iteration)`, optionally `static define_orders(AppRun<Heap>&)`
 /// @tparam Reference `Reference(model)`, `step(iteration)`
 /// @param side_model when set, @p model is too large for the reference: the main run is unchecked
 ///        and this smaller model is simulated and checked instead
@@ -43,6 +52,7 @@ int run_checked_simulation(const char* app, const AppOptions& options, const Mod
 
   Heap heap(Simulation::heap_options(model, options.backend));
   AppRun<Heap> run(app, options, heap);
+  if constexpr (defines_orders<Simulation, Heap>::value) Simulation::define_orders(run);
   simulate(Simulation(model), heap, &run);
   run.stop_clock();  // the timed part ends here; the reference check is not part of the application
   const double simulation_seconds = run.elapsed_seconds();

@@ -28,6 +28,11 @@ struct AutomatonApp {
 
 using AutomatonHeap = soaheap::Heap<Cell, Agent, Alive, Candidate>;
 
+/// The grid index of an agent's cell (the order the policies compact agents in).
+struct GridPosition {
+  SOAHEAP_HD std::uint32_t operator()(const Agent* agent) const { return agent->position; }
+};
+
 /// @brief Runs @p app from the command line; returns the process exit code.
 inline int run_automaton_app(const AutomatonApp& app, int argc, char** argv) {
   soaheap_app::Cli cli = soaheap_app::application_cli(app.description, soaheap_app::AppDefaults{128, 4096, 100, 1000});
@@ -40,6 +45,9 @@ inline int run_automaton_app(const AutomatonApp& app, int argc, char** argv) {
   Automaton<AutomatonHeap> life{{side, side}, app.rule, options.seed, density, {}};
   AutomatonHeap heap(Automaton<AutomatonHeap>::heap_options(life.cells(), options.backend));
   soaheap_app::AppRun<AutomatonHeap> run(app.name, options, heap);
+  // Agents in the order of their cells' grid index: a warp's agents then read neighbouring cells.
+  run.define_order<Alive>("key:position", soaheap::order_by_key<32>(GridPosition{}));
+  run.define_order<Candidate>("key:position", soaheap::order_by_key<32>(GridPosition{}));
   life.setup(heap);
   for (int it = 0; it < options.iterations; ++it) {
     life.step(heap, static_cast<std::uint64_t>(it));

@@ -43,6 +43,8 @@ struct Session::Impl {
   long long defrag_runs = 0;
   long long iterations_done = 0;
   std::uint64_t blocks_freed = 0;
+  long long reorder_runs = 0;   // ordered compactions (objects sorted by a key), among defrag_runs
+  double reorder_seconds = 0;   // their GPU time (part of defrag_seconds)
   std::uint64_t objects_moved = 0;
 };
 
@@ -98,6 +100,10 @@ void Session::record(long long iterations, const std::vector<soaheap::DefragResu
     ++s.defrag_runs;
     s.blocks_freed += result.blocks_freed;
     s.objects_moved += result.objects_moved;
+    if (result.ordered) {
+      ++s.reorder_runs;
+      s.reorder_seconds += result.times.total_ms() / 1e3;
+    }
     if (s.profiler) s.profiler->record_defrag(iterations, result);
   }
 }
@@ -140,6 +146,8 @@ int Session::finish(const HeapFigures& heap, bool self_check_passed, const Resul
   line["defrag_runs"] = s.defrag_runs;
   line["blocks_freed"] = s.blocks_freed;
   line["objects_moved"] = s.objects_moved;
+  line["reorder_runs"] = s.reorder_runs;
+  line["reorder_time_s"] = s.reorder_seconds;
   line["self_check"] = self_check_passed ? "passed" : "failed";
   line.merge(extra);
   if (s.profiler) {
@@ -177,6 +185,8 @@ int finish_baseline(const BaselineResult& result, const AppOptions& options) {
   line["defrag_runs"] = 0;
   line["blocks_freed"] = 0;
   line["objects_moved"] = 0;
+  line["reorder_runs"] = 0;
+  line["reorder_time_s"] = 0.0;
   line["self_check"] = result.self_check_passed ? "passed" : "failed";
   line.merge(result.extra);
   line.print();

@@ -174,6 +174,11 @@ class Simulation {
     return options;
   }
 
+  /// Cars are best visited in the order of the cells they are on (the policies compact them so).
+  static void define_orders(soaheap_app::AppRun<TrafficHeap>& run) {
+    run.define_order<Car>("field:position", soaheap::order_by_pointer_field<&Car::position>());
+  }
+
   void setup(TrafficHeap& heap) const {
     soaheap::detail::Memory cells(heap.backend(), network_.cell_count() * sizeof(Cell*));
     heap.launch(network_.cell_count(), CreateCells{heap.view(), cells.as<Cell*>(), network_});

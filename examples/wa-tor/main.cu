@@ -328,6 +328,10 @@ int run_app(int argc, char** argv) {
 
   wator::WatorHeap heap(wator::Simulation::heap_options(side, side, options.backend));
   soaheap_app::AppRun<wator::WatorHeap> run("wa-tor", options, heap);
+  // Agents do not move in memory when they move on the grid; compacted in the order of their
+  // cells, neighbouring threads read neighbouring cells again.
+  run.define_order<wator::Fish>("field:position", soaheap::order_by_pointer_field<&wator::Agent::position>());
+  run.define_order<wator::Shark>("field:position", soaheap::order_by_pointer_field<&wator::Agent::position>());
   simulation.setup(heap);
   const auto run_main = [&] {
     for (int it = 0; it < options.iterations; ++it) {

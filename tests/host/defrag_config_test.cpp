@@ -362,7 +362,7 @@ TEST(DefragConfigErrors, UnknownKeysAreNamedWithTheAllowedOnes) {
   EXPECT_TRUE(throws_config_error([] { from_toml("[defrag.classes.Fish]\nevery = 2\n"); },
                                   {"defrag.classes.Fish.every", "unknown key",
                                    "allowed in defrag.classes.Fish: factor, retained_candidates, min_compactions, "
-                                   "locality_window"}));
+                                   "locality_window, order"}));
   EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"k1": 16}})"); }, {"defrag.k1", "unknown key"}));
   EXPECT_TRUE(throws_config_error([] { from_json(R"({"version": 1})"); }, {"version", "unknown key"}));
 }
@@ -708,3 +708,39 @@ TEST(DefragConfigLocality, BadWindowsNameKeyAndValue) {
 }
 
 }  // namespace
+
+TEST(DefragConfigOrder, FromTomlJsonAndEnvironment) {
+  EXPECT_FALSE(DefragConfig{}.order_for("Fish")) << "unset: the application's default order";
+  const DefragConfig toml = from_toml("[defrag.classes.Fish]\norder = \"field:position\"\n[defrag.classes.Shark]\norder = \"none\"\n");
+  EXPECT_EQ(toml.order_for("Fish").value_or(""), "field:position");
+  EXPECT_EQ(toml.order_for("Shark").value_or(""), "none");
+  EXPECT_FALSE(toml.order_for("Cell"));
+  const DefragConfig json = from_json(R"({"defrag": {"classes": {"Cell": {"order": "key:morton_2d"}}}})");
+  EXPECT_EQ(json.order_for("Cell").value_or(""), "key:morton_2d");
+  EXPECT_NO_THROW(soaheap::validate(json, heap_classes));
+
+  const fake_environment environment{{"SOAHEAP_DEFRAG_ORDER_SHARK", "field:cell"}};
+  const DefragConfig config = soaheap::load_defrag_config(std::nullopt, heap_classes, environment.getenv());
+  EXPECT_EQ(config.order_for("Shark").value_or(""), "field:cell");
+  EXPECT_FALSE(config.order_for("Fish"));
+}
+
+TEST(DefragConfigOrder, BadOrdersNameKeyAndValue) {
+  EXPECT_TRUE(throws_config_error([] { from_toml("[defrag.classes.Fish]\norder = \"position\"\n"); },
+                                  {"<string>:2:9", "defrag.classes.Fish.order = \"position\"", "field:NAME"}));
+  EXPECT_TRUE(throws_config_error([] { from_toml("[defrag.classes.Fish]\norder = 3\n"); },
+                                  {"defrag.classes.Fish.order = 3", "\"none\""}));
+  EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"classes": {"Fish": {"order": "field:1x"}}}})"); },
+                                  {"defrag.classes.Fish.order = \"field:1x\""}));
+  for (const std::string bad : {"", "field:", "key", "sort:position", "field:a-b"}) {
+    SCOPED_TRACE(bad);
+    const fake_environment environment{{"SOAHEAP_DEFRAG_ORDER_FISH", bad}};
+    EXPECT_TRUE(throws_config_error(
+        [&] { soaheap::load_defrag_config(std::nullopt, heap_classes, environment.getenv()); },
+        {"environment", "SOAHEAP_DEFRAG_ORDER_FISH = \"" + bad + "\""}));
+  }
+  DefragConfig config;
+  config.classes["Fish"].order = "field:";
+  EXPECT_TRUE(throws_config_error([&] { soaheap::validate(config, heap_classes); },
+                                  {"defrag.classes.Fish.order = \"field:\""}));
+}

@@ -212,4 +212,168 @@ TEST_P(DefragTest, PolicyNeedsItsParameter) {
 
 INSTANTIATE_TEST_SUITE_P(Host, DefragTest, defrag_parameters(soaheap::Backend::host), defrag_parameter_name);
 
+// ---- orders in the policies ---------------------------------------------------------------------------
+
+/// Atoms (and Ions) by the id of what their partner points to is not a key a kernel can read
+/// cheaply; their own id is.
+struct AtomById {
+  SOAHEAP_HD std::uint64_t operator()(const Atom* atom) const { return atom->id.get(); }
+};
+
+/// A fragmented graph on the host backend, its heap and a policy over it.
+struct PolicyGraph {
+  GraphSpec spec;
+  DefragHeap heap;
+  TestBuffer<Entity*> objects;
+  explicit PolicyGraph(std::uint64_t heap_objects_per_object = 4)
+      : spec(make_spec()), heap(host_options(heap_objects_per_object * spec.size())), objects(soaheap::Backend::host, spec.size()) {
+    build_graph(heap, objects, spec);
+  }
+  static GraphSpec make_spec() {
+    GraphSpec spec;
+    spec.atoms = 4000;
+    spec.molecules = 1000;
+    spec.delete_percent = 60;
+    return spec;
+  }
+  static soaheap::HeapOptions host_options(std::uint64_t objects) {
+    soaheap::HeapOptions options;
+    options.objects = objects;
+    options.backend = soaheap::Backend::host;
+    options.host_threads = 4;
+    return options;
+  }
+  /// Whether the Atoms' ids ascend in heap order.
+  bool atoms_in_id_order() const {
+    std::vector<std::uint64_t> ids;
+    heap.for_each<Atom>([&](const Atom* atom) {
+      if (soaheap::detail::class_id_of(soaheap::detail::object_bits_of(atom)) == DefragHeap::class_id<Atom>)
+        ids.push_back(atom->id.get());
+    });
+    return std::is_sorted(ids.begin(), ids.end());
+  }
+};
+
+soaheap::DefragConfig every_config(long long every) {
+  soaheap::DefragConfig config;
+  config.policy = soaheap::DefragPolicyKind::every;
+  config.every = every;
+  return config;
+}
+
+TEST(DefragPolicyOrders, TheDefaultOrderIsUsedWhenTheConfigurationSaysNothing) {
+  PolicyGraph graph;
+  ASSERT_FALSE(graph.atoms_in_id_order());
+  soaheap::DefragPolicy policy(every_config(1));
+  policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
+  const std::vector<soaheap::DefragResult> results = policy.maybe_defrag(graph.heap, 1);
+  bool atom_ordered = false;
+  for (const auto& result : results) {
+    if (result.class_name == "Atom") atom_ordered = result.ordered;
+    if (result.class_name == "Molecule") {
+      EXPECT_FALSE(result.ordered) << "Molecules have no order";
+    }
+  }
+  EXPECT_TRUE(atom_ordered);
+  EXPECT_TRUE(graph.atoms_in_id_order());
+  expect_graphs(dump_graph(graph.heap, graph.spec.size()), {graph.spec});
+  graph.heap.validate(soaheap::Validation::full);
+}
+
+TEST(DefragPolicyOrders, TheConfigurationPicksAnOrderOrNone) {
+  {
+    PolicyGraph graph;
+    soaheap::DefragConfig config = every_config(1);
+    config.classes["Atom"].order = "none";
+    soaheap::DefragPolicy policy(config);
+    policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
+    for (const auto& result : policy.maybe_defrag(graph.heap, 1)) EXPECT_FALSE(result.ordered) << result.class_name;
+    EXPECT_FALSE(graph.atoms_in_id_order());
+  }
+  {
+    PolicyGraph graph;
+    soaheap::DefragConfig config = every_config(1);
+    config.classes["Atom"].order = "key:id";
+    soaheap::DefragPolicy policy(config);
+    policy.define_order<Atom>(graph.heap, "field:partner", soaheap::order_by_pointer_field<&Atom::partner>());
+    policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
+    policy.maybe_defrag(graph.heap, 1);
+    EXPECT_TRUE(graph.atoms_in_id_order()) << "the configured order, not the first defined one";
+  }
+  {
+    PolicyGraph graph;
+    soaheap::DefragConfig config = every_config(1);
+    config.classes["Atom"].order = "key:mass";
+    soaheap::DefragPolicy policy(config);
+    policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
+    try {
+      policy.maybe_defrag(graph.heap, 1);
+      ADD_FAILURE() << "an order the application does not define must be refused";
+    } catch (const soaheap::config_error& error) {
+      EXPECT_EQ(error.key(), "defrag.classes.Atom.order");
+      EXPECT_NE(std::string(error.what()).find("\"key:mass\""), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("it defines: key:id"), std::string::npos) << error.what();
+    }
+  }
+}
+
+TEST(DefragPolicyOrders, BadOrDuplicateNamesAreRefused) {
+  PolicyGraph graph;
+  soaheap::DefragPolicy policy(every_config(1));
+  for (const std::string bad : {"id", "none", "key:", "field:a b"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(policy.define_order<Atom>(graph.heap, bad, soaheap::order_by_key(AtomById{})), soaheap::invalid_argument);
+  }
+  policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
+  EXPECT_THROW(policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{})),
+               soaheap::invalid_argument);
+}
+
+TEST(DefragPolicyOrders, WithoutFreeBlocksThePolicyCompactsInPlace) {
+  GraphSpec spec;
+  spec.atoms = 6000;
+  spec.molecules = 200;
+  spec.seed = 5;
+  spec.delete_percent = 60;
+  DefragHeap heap(PolicyGraph::host_options(spec.size() + spec.size() / 8));
+  TestBuffer<Entity*> objects(soaheap::Backend::host, spec.size());
+  build_graph(heap, objects, spec);
+  const std::uint64_t needed = (heap.count<Atom>() + DefragHeap::capacity<Atom> - 1) / DefragHeap::capacity<Atom>;
+  ASSERT_LT(heap.stats().free_blocks, needed) << "the test needs a heap too small for an ordered run";
+  soaheap::DefragPolicy policy(every_config(1));
+  policy.define_order<Atom>(heap, "key:id", soaheap::order_by_key(AtomById{}));
+  std::vector<soaheap::DefragResult> results;
+  EXPECT_NO_THROW(results = policy.maybe_defrag(heap, 1));
+  bool atom_compacted = false;
+  for (const auto& result : results) {
+    if (result.class_name != "Atom") continue;
+    atom_compacted = true;
+    EXPECT_FALSE(result.ordered);
+    EXPECT_GT(result.blocks_freed, 0u);
+  }
+  EXPECT_TRUE(atom_compacted);
+  expect_graphs(dump_graph(heap, spec.size()), {spec});
+  heap.validate(soaheap::Validation::full);
+}
+
+TEST(DefragPolicyOrders, AutoReordersAfterItsWarmupAndKeepsTheGraph) {
+  PolicyGraph graph;
+  soaheap::DefragConfig config;
+  config.policy = soaheap::DefragPolicyKind::automatic;
+  config.auto_budget = 1.0;
+  soaheap::DefragPolicy policy(config);
+  policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
+  bool reordered = false;
+  for (long long iteration = 0; iteration <= soaheap::DefragPolicy::kAutoReorderWarmup; ++iteration) {
+    for (const auto& result : policy.maybe_defrag(graph.heap, iteration)) {
+      if (result.class_name == "Atom" && result.ordered) reordered = true;
+    }
+  }
+  EXPECT_TRUE(reordered) << "the first reorder comes right after the warmup (it measures cost and gain)";
+  EXPECT_EQ(policy.auto_reorders(), 1);
+  EXPECT_TRUE(graph.atoms_in_id_order());
+  expect_graphs(dump_graph(graph.heap, graph.spec.size()), {graph.spec});
+  graph.heap.validate(soaheap::Validation::full);
+}
+
 }  // namespace soaheap_test

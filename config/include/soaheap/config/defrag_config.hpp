@@ -56,6 +56,10 @@ struct DefragClassSettings {
   std::optional<long long> min_compactions;
   /// Locality window for this class, in blocks (see DefragConfig::locality_window). >= 0.
   std::optional<long long> locality_window;
+  /// Order of this class's objects when the policies compact it (ordered compaction): "none", or
+  /// the name of an order the application defined for the class ("field:position", "key:morton";
+  /// DefragPolicy::define_order). Unset: the application's default order of the class, if any.
+  std::optional<std::string> order;
 };
 
 /// @brief k2, the candidate count that triggers the `mass` policy.
@@ -115,6 +119,12 @@ struct DefragConfig {
     const DefragClassSettings* settings = settings_for(class_name);
     return settings && settings->locality_window ? *settings->locality_window : locality_window;
   }
+  /// @brief The order configured for @p class_name ("none", "field:NAME", "key:NAME"), or empty
+  ///        when the configuration leaves it to the application.
+  std::optional<std::string> order_for(const std::string& class_name) const {
+    const DefragClassSettings* settings = settings_for(class_name);
+    return settings ? settings->order : std::nullopt;
+  }
 
  private:
   const DefragClassSettings* settings_for(const std::string& class_name) const {
@@ -167,6 +177,7 @@ inline constexpr const char class_factor_prefix[] = "SOAHEAP_DEFRAG_FACTOR_";
 inline constexpr const char class_retained_candidates_prefix[] = "SOAHEAP_DEFRAG_RETAINED_";
 inline constexpr const char class_min_compactions_prefix[] = "SOAHEAP_DEFRAG_MIN_COMPACTIONS_";
 inline constexpr const char class_locality_window_prefix[] = "SOAHEAP_DEFRAG_LOCALITY_WINDOW_";
+inline constexpr const char class_order_prefix[] = "SOAHEAP_DEFRAG_ORDER_";
 }  // namespace defrag_env
 
 // ===========================================================================
@@ -175,6 +186,10 @@ inline constexpr const char class_locality_window_prefix[] = "SOAHEAP_DEFRAG_LOC
 /// @brief Reads a policy name: "manual", "every" or "mass".
 /// @throw config_error for any other text, listing the valid names.
 DefragPolicyKind parse_policy_kind(std::string_view name);
+
+/// @brief Whether @p order is a valid order setting: "none", "field:NAME" or "key:NAME" with NAME a
+///        C identifier (DefragClassSettings::order).
+bool is_valid_order_name(std::string_view order);
 
 /// @brief The name of @p policy as accepted by parse_policy_kind().
 std::string_view to_string(DefragPolicyKind policy);
@@ -209,7 +224,7 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
 
 /// @brief Checks a complete configuration against the classes of a heap.
 ///
-/// Rejects: n < 1; an effective n that is not below a class's capacity (the
+/// Rejects: an order that is not "none", "field:NAME" or "key:NAME" (NAME a C identifier); n < 1; an effective n that is not below a class's capacity (the
 /// global n is checked against every class that uses it; a class of capacity
 /// 1 cannot be defragmented and is only an error when given its own factor);
 /// negative or zero counts where they are meaningless (a negative locality

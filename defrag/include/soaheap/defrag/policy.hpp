@@ -24,17 +24,29 @@
 ///            started (a class never compacted before counts as free, so each class gets a first run).
 /// n, k1, the minimum compactions and the locality window come per class from the configuration's
 /// overrides; every run uses the plan compaction strategy.
+///
+/// Orders (ordered compaction, detail/ordered_run.cuh): the application defines, per class, named
+/// orders (`define_order<Fish>(heap, "field:position", soaheap::order_by_pointer_field<&Agent::position>())`);
+/// the first one defined is the class's default. Whenever a policy compacts a class with an order
+/// (the configuration may name another defined order, or say "none"), it compacts it in that
+/// order; without enough free blocks for that it compacts in place instead (logged). The auto
+/// policy also reorders on its own, when disorder costs more than a reorder (see kAutoReorderWarmup).
 
 #include <soaheap/core/heap.cuh>
 #include <soaheap/config/defrag_config.hpp>
 #include <soaheap/defrag/defragment.cuh>
 #include <soaheap/base/log.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <map>
+#include <optional>
 #include <string>
+#include <typeindex>
 #include <utility>
 #include <vector>
 
@@ -79,6 +91,29 @@ class DefragPolicy {
   }
 
   const DefragConfig& config() const { return config_; }
+
+  /// @brief Defines order @p name ("field:NAME" or "key:NAME") for concrete class C of @p heap's
+  /// type; the first order defined for a class is its default (see the file comment).
+  /// @throw invalid_argument for a malformed or already defined name
+  template <class C, class Order, class HeapType>
+  void define_order(const HeapType&, const std::string& name, const Order& order) {
+    static_assert(!C::kAbstract, "soaheap: define_order needs a concrete class (each one is ordered on its own)");
+    if (!is_valid_order_name(name) || name == "none")
+      throw invalid_argument("soaheap: define_order for " + std::string(C::kName) + ": order name \"" + name +
+                             "\" is not \"field:NAME\" or \"key:NAME\"");
+    std::vector<NamedOrder>& orders = orders_[C::kName];
+    for (const NamedOrder& known : orders)
+      if (known.name == name)
+        throw invalid_argument("soaheap: define_order for " + std::string(C::kName) + ": \"" + name +
+                               "\" is already defined");
+    NamedOrder named;
+    named.name = name;
+    named.heap_type = std::type_index(typeid(HeapType));
+    named.run = [order](void* heap, const DefragOptions& options) {
+      return soaheap::defragment<C>(*static_cast<HeapType*>(heap), options, order);
+    };
+    orders.push_back(std::move(named));
+  }
 
   /// @brief Defragments what the policy asks for at @p iteration (call it between kernels).
   /// @return one result per class that was defragmented (empty when the policy did nothing)
@@ -125,7 +160,7 @@ class DefragPolicy {
         log::info("defrag policy every:", config_.every, " at iteration ", iteration, ": defragmenting ", name, " (",
                   candidates, " candidates, n = ", options.factor, ", k1 = ", options.retained_candidates, ")");
       }
-      results.push_back(soaheap::defragment<C>(heap, options));
+      results.push_back(compact_class<C>(heap, options));
     });
     if (results.empty())
       log::debug("defrag policy ", to_string(config_.policy), " at iteration ", iteration,
@@ -136,6 +171,16 @@ class DefragPolicy {
   /// @brief The auto policy compacts a class once it can free at least 1/kAutoMinimumGain of the
   /// class's blocks (smaller gains are not worth a scan of the heap's pointers).
   static constexpr std::uint64_t kAutoMinimumGain = 16;
+  /// @brief The auto policy's first reorder comes after this many iterations (their times are the
+  /// reference), to measure what a reorder costs and gains.
+  static constexpr long long kAutoReorderWarmup = 2;
+  /// @brief A reorder counts as paid when the next iteration is at least this share faster.
+  static constexpr double kAutoReorderMinimumGain = 0.01;
+  /// @brief Most iterations the backoff puts between reorders that keep gaining nothing.
+  static constexpr long long kAutoMaxReorderInterval = 1024;
+
+  /// @brief Reorders the auto policy has run so far.
+  long long auto_reorders() const { return auto_.reorders; }
 
   /// @brief Milliseconds the auto policy has spent (statistics and defragmentation) and the
   /// runtime it has watched since its first call.
@@ -162,6 +207,20 @@ class DefragPolicy {
     std::map<std::string, double> cost_ms;     ///< last measured cost of compacting each class
     long long next_look = 0;                   ///< first iteration of the next look
     long long look_interval = 1;               ///< grows while looks find nothing worth doing
+    // Reordering (classes with an order), a rent-or-buy rule: iterations slow down as objects lose
+    // their order; once the time lost since the last reorder (each iteration's excess over the
+    // fastest one since) exceeds what a reorder costs, reorder. A reorder that gained nothing
+    // doubles the least interval before the next one; one that gained resets it.
+    Clock::time_point call_end{};              ///< end of the previous call: the next iteration starts
+    double reorder_cost_ms = -1;               ///< last measured cost of reordering (all ordered classes)
+    double fastest_ms = 0;                     ///< fastest iteration since the last reorder
+    double lost_ms = 0;                        ///< sum of the iterations' excess over fastest_ms
+    double before_reorder_ms = 0;              ///< the iteration just before the last reorder
+    bool judge_next = false;                   ///< the next iteration shows what the last reorder gained
+    long long since_reorder = 0;               ///< iterations since the last reorder
+    long long reorder_interval = 1;            ///< least iterations between reorders
+    long long reorders = 0;
+    double saved_ms = 0;                       ///< estimated time the reorders saved (credited to the budget)
   };
   /// Most iterations between two looks that found nothing worth compacting.
   static constexpr long long kAutoMaxLookInterval = 64;
@@ -196,19 +255,97 @@ class DefragPolicy {
     return unknown || cheapest < 0 ? 0.0 : cheapest;
   }
 
+  /// Whether some concrete class of @p heap has an order (configured or default).
+  template <class HeapType>
+  bool has_ordered_class(const HeapType& heap) const {
+    bool any = false;
+    detail::for_each_concrete_class(heap, [&](auto tag) { any = any || order_for(detail::tag_type_t<decltype(tag)>::kName); });
+    return any;
+  }
+
+  /// Times the iteration that just ended (the application waited for its kernels before calling)
+  /// and reorders the classes with an order when the rent-or-buy rule says so.
+  template <class HeapType>
+  void maybe_reorder(HeapType& heap, long long iteration, std::vector<DefragResult>& results) {
+    if (!has_ordered_class(heap)) return;
+    const double iteration_ms = milliseconds_since(auto_.call_end);
+    if (auto_.judge_next) {
+      auto_.judge_next = false;
+      const double gain_ms = auto_.before_reorder_ms - iteration_ms;
+      if (gain_ms >= kAutoReorderMinimumGain * auto_.before_reorder_ms) {
+        auto_.reorder_interval = 1;
+      } else {
+        auto_.reorder_interval = std::min(2 * auto_.reorder_interval, kAutoMaxReorderInterval);
+      }
+      log::debug("defrag policy auto at iteration ", iteration, ": the reorder changed the iteration time from ",
+                 log::fixed(auto_.before_reorder_ms), " to ", log::fixed(iteration_ms), " ms; next reorder after at least ",
+                 auto_.reorder_interval, " iterations");
+    }
+    auto_.fastest_ms = auto_.since_reorder == 0 ? iteration_ms : std::min(auto_.fastest_ms, iteration_ms);
+    auto_.lost_ms += iteration_ms - auto_.fastest_ms;
+    ++auto_.since_reorder;
+    const bool first = auto_.reorder_cost_ms < 0;
+    const bool due = first ? iteration >= kAutoReorderWarmup
+                           : auto_.lost_ms >= auto_.reorder_cost_ms && auto_.since_reorder >= auto_.reorder_interval;
+    if (!due) return;
+    // What the reorder costs, less what reorders saved, must fit the budget like any compaction.
+    const double budget_ms = config_.auto_budget * milliseconds_since(auto_.start);
+    const double expected_ms = first ? 0.0 : auto_.reorder_cost_ms;
+    if (auto_.spent_ms - auto_.saved_ms + expected_ms > budget_ms) return;
+    // The disorder lost lost_ms since the last reorder; the next one should save about as much.
+    if (!first) auto_.saved_ms += auto_.lost_ms;
+    const Clock::time_point start = Clock::now();
+    detail::for_each_concrete_class(heap, [&](auto tag) {
+      using C = detail::tag_type_t<decltype(tag)>;
+      if (order_for(C::kName) == nullptr) return;
+      DefragOptions options = options_for(C::kName);
+      options.locality_window = 0;  // an order decides where objects go
+      results.push_back(compact_class<C>(heap, options));
+    });
+    const double cost_ms = milliseconds_since(start);
+    log::info("defrag policy auto at iteration ", iteration, ": reordered after ", auto_.since_reorder,
+              " iterations that lost ", log::fixed(auto_.lost_ms), " ms to disorder (last iteration ",
+              log::fixed(iteration_ms), " ms); the reorder took ", log::fixed(cost_ms), " ms");
+    auto_.reorder_cost_ms = cost_ms;
+    auto_.spent_ms += cost_ms;
+    auto_.before_reorder_ms = iteration_ms;
+    auto_.judge_next = true;
+    auto_.lost_ms = 0;
+    auto_.since_reorder = 0;
+    ++auto_.reorders;
+  }
+
   template <class HeapType>
   std::vector<DefragResult> maybe_defrag_automatically(HeapType& heap, long long iteration) {
     std::vector<DefragResult> results;
     if (!auto_.started) {
       auto_.started = true;
       auto_.start = Clock::now();
+      auto_.call_end = auto_.start;
       return results;
     }
+    maybe_reorder(heap, iteration, results);
+    const bool reordered = !results.empty();
+    look_and_compact(heap, iteration, reordered, results);
+    if (!reordered && std::any_of(results.begin(), results.end(), [](const DefragResult& r) { return r.ordered; })) {
+      // A compaction in order is a reorder too: disorder starts from nothing again.
+      auto_.lost_ms = 0;
+      auto_.since_reorder = 0;
+    }
+    auto_.call_end = Clock::now();
+    return results;
+  }
+
+  /// The memory half of the auto policy (see the file comment); classes reordered in this call
+  /// (@p reordered) are already as compact as they get.
+  template <class HeapType>
+  void look_and_compact(HeapType& heap, long long iteration, bool reordered, std::vector<DefragResult>& results) {
     const double budget_ms = config_.auto_budget * milliseconds_since(auto_.start);
     // Look only when the look and at least the cheapest known run fit, so that looks cannot eat the
     // budget that runs need, and less often while looks keep finding nothing.
-    if (iteration < auto_.next_look || auto_.spent_ms + auto_.look_ms + cheapest_known_run_ms(heap) > budget_ms)
-      return results;
+    if (iteration < auto_.next_look ||
+        auto_.spent_ms - auto_.saved_ms + auto_.look_ms + cheapest_known_run_ms(heap) > budget_ms)
+      return;
     // The application's kernels are its own time, not ours: wait for them before measuring.
     heap.synchronize();
     const Clock::time_point look_start = Clock::now();
@@ -217,12 +354,14 @@ class DefragPolicy {
     auto_.look_ms = milliseconds_since(look_start);
     // What this look may still spend: expected costs are charged against it, measured ones are
     // what the next looks see.
-    double allowance_ms = budget_ms - auto_.spent_ms - auto_.look_ms;
+    double allowance_ms = budget_ms - (auto_.spent_ms - auto_.saved_ms) - auto_.look_ms;
     auto_.spent_ms += auto_.look_ms;
+    const std::size_t results_before = results.size();
 
     detail::for_each_concrete_class(heap, [&](auto tag) {
       using C = detail::tag_type_t<decltype(tag)>;
       const std::string name = C::kName;
+      if (reordered && order_for(name) != nullptr) return;
       const ClassStats& entry = stats.classes[HeapType::template class_id<C>];
       const auto capacity = static_cast<std::uint64_t>(entry.capacity);
       const std::uint64_t fewest = (entry.used_slots + capacity - 1) / capacity;
@@ -240,8 +379,9 @@ class DefragPolicy {
       allowance_ms -= expected_ms;
       DefragOptions options = options_for(name);
       options.target = DefragTarget::minimum;
+      if (order_for(name) != nullptr) options.locality_window = 0;
       const Clock::time_point run_start = Clock::now();
-      results.push_back(soaheap::defragment<C>(heap, options));
+      results.push_back(compact_class<C>(heap, options));
       const double cost = milliseconds_since(run_start);
       auto_.cost_ms[name] = cost;
       auto_.spent_ms += cost;
@@ -250,17 +390,62 @@ class DefragPolicy {
                 log::fixed(100.0 * auto_.spent_ms / milliseconds_since(auto_.start), 2),
                 " % of the runtime so far spent defragmenting (budget ", log::fixed(100.0 * config_.auto_budget, 2), " %)");
     });
-    if (results.empty()) {
+    if (results.size() == results_before) {
       auto_.look_interval = auto_.look_interval * 2 > kAutoMaxLookInterval ? kAutoMaxLookInterval : auto_.look_interval * 2;
     } else {
       auto_.look_interval = 1;
     }
     auto_.next_look = iteration + auto_.look_interval;
-    return results;
+  }
+
+  /// An order the application defined for a class, type-erased over the heap type.
+  struct NamedOrder {
+    std::string name;
+    std::type_index heap_type = std::type_index(typeid(void));
+    std::function<DefragResult(void*, const DefragOptions&)> run;
+  };
+
+  /// The order a policy run of @p class_name uses: the configured one, else the class's default;
+  /// nullptr for none.
+  /// @throw config_error when the configuration names an order the application did not define
+  const NamedOrder* order_for(const std::string& class_name) const {
+    const auto defined = orders_.find(class_name);
+    const std::optional<std::string> configured = config_.order_for(class_name);
+    if (!configured) return defined == orders_.end() || defined->second.empty() ? nullptr : &defined->second.front();
+    if (*configured == "none") return nullptr;
+    std::string known;
+    if (defined != orders_.end()) {
+      for (const NamedOrder& order : defined->second) {
+        if (order.name == *configured) return &order;
+        known += (known.empty() ? "" : ", ") + order.name;
+      }
+    }
+    const std::string key = "defrag.classes." + class_name + ".order";
+    throw config_error("soaheap: " + key + " = \"" + *configured + "\": the application defines no such order for " +
+                           class_name + " (it defines: " + (known.empty() ? std::string("none") : known) + ")",
+                       key);
+  }
+
+  /// Compacts concrete class C with @p options: in its order when it has one and the heap has the
+  /// free blocks that takes, else in place.
+  template <class C, class HeapType>
+  DefragResult compact_class(HeapType& heap, const DefragOptions& options) {
+    if (const NamedOrder* order = order_for(C::kName)) {
+      if (order->heap_type != std::type_index(typeid(HeapType)))
+        throw usage_error("soaheap: the order \"" + order->name + "\" of " + C::kName +
+                          " was defined for another heap type than the one being defragmented");
+      try {
+        return order->run(&heap, options);
+      } catch (const out_of_memory& error) {
+        log::warn("defrag policy: ", error.what(), "; compacting ", C::kName, " in place instead");
+      }
+    }
+    return soaheap::defragment<C>(heap, options);
   }
 
   DefragConfig config_;
   AutoState auto_;
+  std::map<std::string, std::vector<NamedOrder>> orders_;  ///< by class name
 };
 
 }  // namespace soaheap
