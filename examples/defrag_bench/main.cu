@@ -6,7 +6,11 @@
 //   defrag_bench [--backend cuda|host] [--objects N] [--delete-percent 60] [--factors 1,2,3,4,5]
 //                [--compaction both|plan|passes] [--strategy both|forwarding|records]
 //                [--target bound|minimum] [--locality-window W] [--mode table1|figure9] [--seed S]
+//                [--order none|key|field]
 //
+// --order compacts in an order (ordered compaction: ceil(live/N) fresh blocks, objects sorted):
+// "key" by a hash of each object's payload (a random permutation, the worst case for the copy),
+// "field" by the address of the BenchB its pointer names (also random here).
 // Every (deletion, n) is run with each compaction strategy on a fresh heap (same seed, so the same
 // graph), one JSON line per run, then one "comparison" line that puts plan and passes side by side.
 //
@@ -57,6 +61,14 @@ using BenchA = BenchObject<0>;
 using BenchB = BenchObject<1>;
 
 using BenchHeap = soaheap::Heap<BenchA, BenchB>;
+
+/// A random order: a hash of the first payload word (the object's creation index).
+struct PayloadHash {
+  SOAHEAP_HD std::uint64_t operator()(const BenchA* object) const {
+    std::uint64_t x = object->payload0.get() * 0x9e3779b97f4a7c15ULL;
+    return x ^ (x >> 29);
+  }
+};
 using BenchView = BenchHeap::View;
 
 constexpr std::uint64_t kPercentScale = 10000;  // deletion decided in 1/100 of a percent
@@ -161,6 +173,7 @@ struct RunSettings {
   std::uint64_t locality_window;
   std::uint64_t seed;
   bool validate;
+  std::string order;  ///< none, key or field
 };
 
 nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) {
@@ -187,7 +200,14 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   defrag.compaction = settings.compaction;
   defrag.target = settings.target;
   defrag.locality_window = settings.compaction == soaheap::CompactionStrategy::plan ? settings.locality_window : 0;
-  const soaheap::DefragResult result = soaheap::defragment<BenchA>(heap, defrag);
+  soaheap::DefragResult result;
+  if (settings.order == "key") {
+    result = soaheap::defragment<BenchA>(heap, defrag, soaheap::order_by_key(PayloadHash{}));
+  } else if (settings.order == "field") {
+    result = soaheap::defragment<BenchA>(heap, defrag, soaheap::order_by_pointer_field<&BenchA::other>());
+  } else {
+    result = soaheap::defragment<BenchA>(heap, defrag);
+  }
   if (settings.validate) heap.validate(soaheap::Validation::full);
 
   const double copy_bytes = 2.0 * static_cast<double>(result.bytes_moved);
@@ -203,6 +223,7 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   line["compaction"] = soaheap::to_string(settings.compaction);
   line["target"] = settings.target == soaheap::DefragTarget::minimum ? "minimum" : "bound";
   line["locality_window"] = defrag.locality_window;
+  line["order"] = settings.order;
   line["live_a"] = live_a;
   line["live_b"] = live_b;
   line["passes"] = result.passes;
@@ -221,6 +242,7 @@ nlohmann::json run_once(const RunSettings& settings, double copy_bandwidth_gbs) 
   line["forward_ms"] = result.times.forward_ms;
   line["rewrite_ms"] = result.times.rewrite_ms;
   line["state_ms"] = result.times.state_ms;
+  line["order_ms"] = result.times.order_ms;
   line["total_ms"] = result.times.total_ms();
   line["copy_gbs"] = gbs(copy_bytes, result.times.copy_ms);
   line["rewrite_gbs"] = gbs(rewrite_bytes, result.times.rewrite_ms);
@@ -262,6 +284,7 @@ int main(int argc, char** argv) {
   std::vector<int> factors = {1, 2, 3, 4, 5};
   std::uint64_t seed = 1;
   bool validate = false;
+  std::string order = "none";
   app.backend(backend_name, soaheap::cuda_available());
   app.choice("--mode", mode, "table1: one run per n and strategy; figure9: deletion 0..100 % in 5 % steps",
              {"table1", "figure9"});
@@ -279,6 +302,8 @@ int main(int argc, char** argv) {
   app.option("--locality-window", locality_window,
              "plan: compact windows of W consecutive blocks on their own (0: the whole class)");
   app.option("--seed", seed, "seed of the random links and deletions");
+  app.choice("--order", order, "ordered compaction: none, key (a hash) or field (the pointer's target)",
+             {"none", "key", "field"});
   app.flag("--validate", validate, "run heap.validate(full) after each defragmentation (slow)");
   if (const auto exit_code = app.parse(argc, argv)) return *exit_code;
 
@@ -292,7 +317,7 @@ int main(int argc, char** argv) {
     if (strategy_name != "forwarding") strategies.push_back(soaheap::RewriteStrategy::records);
     std::vector<soaheap::CompactionStrategy> compactions;
     if (compaction_name != "passes") compactions.push_back(soaheap::CompactionStrategy::plan);
-    if (compaction_name != "plan" && target_name != "minimum") compactions.push_back(soaheap::CompactionStrategy::passes);
+    if (compaction_name != "plan" && target_name != "minimum" && order == "none") compactions.push_back(soaheap::CompactionStrategy::passes);
     const soaheap::DefragTarget target =
         target_name == "minimum" ? soaheap::DefragTarget::minimum : soaheap::DefragTarget::bound;
 
@@ -319,8 +344,8 @@ int main(int argc, char** argv) {
           std::vector<nlohmann::json> lines;
           for (const soaheap::CompactionStrategy compaction : compactions) {
             nlohmann::json line = run_once(
-                RunSettings{backend, objects, percent, factor, strategy, compaction, target, locality_window, seed,
-                            validate},
+                RunSettings{backend, objects, percent, factor, strategy, compaction, target,
+                            order == "none" ? locality_window : 0, seed, validate, order},
                 device_copy_gbs);
             line["mode"] = mode;
             std::cout << line.dump() << std::endl;

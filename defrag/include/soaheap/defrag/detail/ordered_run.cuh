@@ -21,9 +21,12 @@
 ///  4. claim, one thread per heap block: the free blocks of rank < D become the class's new blocks,
 ///     full except the last.
 ///  5. copy, one thread per object rank r: the r-th object in key order goes to slot r % N of new
-///     block r / N (writes coalesced, reads gathered); rank_of[item] = r is its forwarding record.
+///     block r / N (writes coalesced, reads gathered). Its new pointer is left in its old slot's
+///     first 8-byte field (only this thread reads that object: compaction_plan.cuh does the same);
+///     a class without such a field gets the record rank_of[item] = r instead.
 ///  6. rewrite: every pointer field that can point to the class, in every class, is redirected when
-///     it points into an old block: item from the old block's (untouched) bitmap, then rank_of.
+///     it points into an old block: to the forwarding pointer in its old slot, or through rank_of
+///     (item from the old block's untouched bitmap).
 ///  7. state: old blocks become free, new ones get active/defrag from their fill.
 
 #include <soaheap/core/detail/operation_timer.cuh>
@@ -60,7 +63,8 @@ struct OrderCounts {
 
 /// Persistent per-heap scratch of ordered compaction (a Heap attachment) beyond what it shares with
 /// the plan (PlanScratch: flows, offsets, block lists, the old-block bits, phase timers): per object
-/// two key and two source words (the sort's double buffers) and the forwarding record. Grown when a
+/// two key and two source words (the sort's double buffers) and the forwarding record (used by
+/// classes without an in-place forwarding field). Grown when a
 /// class has more objects than any ordered before; steady state allocates nothing.
 struct OrderScratch {
   Memory keys[2];      ///< u64[capacity]
@@ -194,8 +198,8 @@ struct OrderClaimKernel {
   }
 };
 
-/// Step 5, one thread per object rank.
-template <class View, class C>
+/// Step 5, one thread per object rank; Field: the in-place forwarding field of C, or -1.
+template <class View, class C, int Field>
 struct OrderCopyKernel {
   OrderPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t rank) const {
@@ -203,15 +207,20 @@ struct OrderCopyKernel {
     const std::uint64_t from_block = source / kSlotsPerBlock;
     const int from_slot = static_cast<int>(source % kSlotsPerBlock);
     const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
-    ObjectCopy<View, C>::copy(plan.view.data_address(from_block), from_slot,
-                              plan.view.data_address(plan.new_blocks[rank / capacity]),
-                              static_cast<int>(rank % capacity));
-    plan.rank_of[plan.item_of(from_block, from_slot)] = static_cast<std::uint32_t>(rank);
+    const std::uint64_t to_block = plan.new_blocks[rank / capacity];
+    const int to_slot = static_cast<int>(rank % capacity);
+    ObjectCopy<View, C>::copy(plan.view.data_address(from_block), from_slot, plan.view.data_address(to_block), to_slot);
+    if constexpr (Field >= 0) {
+      *in_place_forwarding_pointer<View, C, Field>(plan.view, from_block, from_slot) =
+          plan.view.make_pointer_bits(to_block, to_slot, plan.class_index);
+    } else {
+      plan.rank_of[plan.item_of(from_block, from_slot)] = static_cast<std::uint32_t>(rank);
+    }
   }
 };
 
-/// Where the ordered run moved an object of C (step 6).
-template <class View>
+/// Where the ordered run moved an object of C (step 6); Field as for OrderCopyKernel.
+template <class View, class C, int Field>
 struct OrderRelocation {
   OrderPlan<View> plan;
   /// The rewrite scans the class's new blocks only: the old ones hold the objects' stale copies.
@@ -219,7 +228,11 @@ struct OrderRelocation {
   SOAHEAP_HD std::uint64_t relocate(std::uint64_t pointer) const {
     const std::uint64_t block = plan.view.block_of(pointer);
     if (!plan.is_old(block)) return pointer;  // not an object of the class: leave it to validate()
-    return plan.new_pointer_bits(plan.rank_of[plan.item_of(block, slot_of(pointer))]);
+    if constexpr (Field >= 0) {
+      return *in_place_forwarding_pointer<View, C, Field>(plan.view, block, slot_of(pointer));
+    } else {
+      return plan.new_pointer_bits(plan.rank_of[plan.item_of(block, slot_of(pointer))]);
+    }
   }
 };
 
@@ -284,6 +297,7 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   using View = typename HeapType::View;
   constexpr int kClass = HeapType::template class_id<C>;
   constexpr int kCapacity = HeapType::template capacity<C>;
+  constexpr int kField = in_place_forwarding_field_v<View, C>;
   const Executor& executor = heap.executor();
   const std::uint64_t blocks = heap.block_count();
   PlanScratch& shared = heap.template attachment<PlanScratch>();
@@ -353,7 +367,7 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
 
   shared.timers[kPlanPhaseCopy].start(executor);
   executor.launch(blocks, OrderClaimKernel<View>{plan});
-  executor.launch(counts.live, OrderCopyKernel<View, C>{plan});
+  executor.launch(counts.live, OrderCopyKernel<View, C, kField>{plan});
   shared.timers[kPlanPhaseCopy].stop(executor);
 
   // One scan of the fields that can point to a C, in every class that has them; C's own objects
@@ -363,7 +377,7 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   auto rewrite_holder = [&](auto holder_tag) {
     using U = tag_type_t<decltype(holder_tag)>;
     if constexpr (!U::kAbstract && can_hold_pointer_to_v<U, C>) {
-      using Kernel = RewritePointersKernel<View, U, C, OrderRelocation<View>>;
+      using Kernel = RewritePointersKernel<View, U, C, OrderRelocation<View, C, kField>>;
       constexpr int kHolder = HeapType::template class_id<U>;
       if constexpr (kHolder == kClass) {
         executor.launch(Kernel::thread_count(plan.new_block_count), Kernel{plan.view, plan.new_blocks, {plan}});
