@@ -220,7 +220,7 @@ class DefragPolicy {
     long long since_reorder = 0;               ///< iterations since the last reorder
     long long reorder_interval = 1;            ///< least iterations between reorders
     long long reorders = 0;
-    double saved_ms = 0;                       ///< estimated time the reorders saved (credited to the budget)
+    double saved_ms = 0;                       ///< cost of the reorders that paid (not charged to the budget)
   };
   /// Most iterations between two looks that found nothing worth compacting.
   static constexpr long long kAutoMaxLookInterval = 64;
@@ -273,6 +273,9 @@ class DefragPolicy {
       auto_.judge_next = false;
       const double gain_ms = auto_.before_reorder_ms - iteration_ms;
       if (gain_ms >= kAutoReorderMinimumGain * auto_.before_reorder_ms) {
+        // It paid: it ends disorder that cost more than it (the rule that started it), so it is
+        // not charged to the budget.
+        auto_.saved_ms += auto_.reorder_cost_ms;
         auto_.reorder_interval = 1;
       } else {
         auto_.reorder_interval = std::min(2 * auto_.reorder_interval, kAutoMaxReorderInterval);
@@ -288,12 +291,14 @@ class DefragPolicy {
     const bool due = first ? iteration >= kAutoReorderWarmup
                            : auto_.lost_ms >= auto_.reorder_cost_ms && auto_.since_reorder >= auto_.reorder_interval;
     if (!due) return;
-    // What the reorder costs, less what reorders saved, must fit the budget like any compaction.
+    // Reorders that did not pay are charged to the budget like any compaction: once they have
+    // used it up, only a reorder after the backoff's interval is tried again.
     const double budget_ms = config_.auto_budget * milliseconds_since(auto_.start);
     const double expected_ms = first ? 0.0 : auto_.reorder_cost_ms;
-    if (auto_.spent_ms - auto_.saved_ms + expected_ms > budget_ms) return;
-    // The disorder lost lost_ms since the last reorder; the next one should save about as much.
-    if (!first) auto_.saved_ms += auto_.lost_ms;
+    if (auto_.reorder_interval > 1 && auto_.spent_ms - auto_.saved_ms + expected_ms > budget_ms) {
+      log::debug("defrag policy auto at iteration ", iteration, ": a reorder is due but unpaid reorders used up the budget");
+      return;
+    }
     const Clock::time_point start = Clock::now();
     detail::for_each_concrete_class(heap, [&](auto tag) {
       using C = detail::tag_type_t<decltype(tag)>;
