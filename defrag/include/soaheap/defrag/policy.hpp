@@ -173,7 +173,7 @@ class DefragPolicy {
   static constexpr std::uint64_t kAutoMinimumGain = 16;
   /// @brief The auto policy's first reorder comes after this many iterations (their times are the
   /// reference), to measure what a reorder costs and gains.
-  static constexpr long long kAutoReorderWarmup = 2;
+  static constexpr long long kAutoReorderWarmup = 8;
   /// @brief A reorder counts as paid when the next iteration is at least this share faster.
   static constexpr double kAutoReorderMinimumGain = 0.01;
   /// @brief Most iterations the backoff puts between reorders that keep gaining nothing.
@@ -215,7 +215,8 @@ class DefragPolicy {
     double reorder_cost_ms = -1;               ///< last measured cost of reordering (all ordered classes)
     double fastest_ms = 0;                     ///< fastest iteration since the last reorder
     double lost_ms = 0;                        ///< sum of the iterations' excess over fastest_ms
-    double before_reorder_ms = 0;              ///< the iteration just before the last reorder
+    double before_reorder_ms = 0;              ///< what the iteration after the last reorder would have taken without it
+    double last_iteration_ms = -1;             ///< the previous iteration (-1: none yet)
     bool judge_next = false;                   ///< the next iteration shows what the last reorder gained
     long long since_reorder = 0;               ///< iterations since the last reorder
     long long reorder_interval = 1;            ///< least iterations between reorders
@@ -269,6 +270,10 @@ class DefragPolicy {
   void maybe_reorder(HeapType& heap, long long iteration, std::vector<DefragResult>& results) {
     if (!has_ordered_class(heap)) return;
     const double iteration_ms = milliseconds_since(auto_.call_end);
+    // Iteration times drift with the population; the reorder is judged against the trend of the two
+    // iterations before it.
+    const double previous_ms = auto_.last_iteration_ms < 0 ? iteration_ms : auto_.last_iteration_ms;
+    auto_.last_iteration_ms = iteration_ms;
     if (auto_.judge_next) {
       auto_.judge_next = false;
       const double gain_ms = auto_.before_reorder_ms - iteration_ms;
@@ -280,9 +285,9 @@ class DefragPolicy {
       } else {
         auto_.reorder_interval = std::min(2 * auto_.reorder_interval, kAutoMaxReorderInterval);
       }
-      log::debug("defrag policy auto at iteration ", iteration, ": the reorder changed the iteration time from ",
-                 log::fixed(auto_.before_reorder_ms), " to ", log::fixed(iteration_ms), " ms; next reorder after at least ",
-                 auto_.reorder_interval, " iterations");
+      log::debug("defrag policy auto at iteration ", iteration, ": after the reorder the iteration took ",
+                 log::fixed(iteration_ms), " ms, where the trend expected ", log::fixed(auto_.before_reorder_ms),
+                 " ms; next reorder after at least ", auto_.reorder_interval, " iterations");
     }
     auto_.fastest_ms = auto_.since_reorder == 0 ? iteration_ms : std::min(auto_.fastest_ms, iteration_ms);
     auto_.lost_ms += iteration_ms - auto_.fastest_ms;
@@ -313,7 +318,7 @@ class DefragPolicy {
               log::fixed(iteration_ms), " ms); the reorder took ", log::fixed(cost_ms), " ms");
     auto_.reorder_cost_ms = cost_ms;
     auto_.spent_ms += cost_ms;
-    auto_.before_reorder_ms = iteration_ms;
+    auto_.before_reorder_ms = std::max(0.0, 2 * iteration_ms - previous_ms);  // linear trend
     auto_.judge_next = true;
     auto_.lost_ms = 0;
     auto_.since_reorder = 0;

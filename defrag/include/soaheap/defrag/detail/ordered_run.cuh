@@ -16,16 +16,14 @@
 ///     free (a PlanFlow pair, scanned: item offsets in address order, ranks of free blocks); the
 ///     class's blocks are listed and marked "old" in a bit array.
 ///  2. keys, one thread per slot of the listed blocks: item i (the i-th object in address order)
-///     gets its key.
-///  3. sort: CUB's radix sort of (key, item) pairs over the key's significant bits (stable); then
-///     rank_of[item] = r, the inverse permutation, one 4-byte store per object.
+///     gets its key and its source position block·64 + slot.
+///  3. sort: CUB's radix sort of (key, source) pairs over the key's significant bits (stable).
 ///  4. claim, one thread per heap block: the free blocks of rank < D become the class's new blocks,
 ///     full except the last.
-///  5. copy, one thread per slot of the old blocks (as the keys): object item goes to slot r % N of
-///     new block r / N, r = rank_of[item]. Reads are coalesced (old blocks, address order) and the
-///     scattered stores need not wait, which a gather's loads would. Its new pointer is left in its
-///     old slot's first 8-byte field (only this thread touches that object: compaction_plan.cuh does
-///     the same); a class without such a field keeps rank_of as its record.
+///  5. copy, one thread per object rank r: the r-th object in key order goes to slot r % N of new
+///     block r / N (writes coalesced, reads gathered). Its new pointer is left in its old slot's
+///     first 8-byte field (only this thread reads that object: compaction_plan.cuh does the same);
+///     a class without such a field gets the record rank_of[item] = r instead.
 ///  6. rewrite: every pointer field that can point to the class, in every class, is redirected when
 ///     it points into an old block: to the forwarding pointer in its old slot, or through rank_of
 ///     (item from the old block's untouched bitmap).
@@ -44,6 +42,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -64,12 +63,13 @@ struct OrderCounts {
 
 /// Persistent per-heap scratch of ordered compaction (a Heap attachment) beyond what it shares with
 /// the plan (PlanScratch: flows, offsets, block lists, the old-block bits, phase timers): per object
-/// two keys and two items (the sort's double buffers) and the rank of each item. Grown when a
+/// two key and two source words (the sort's double buffers) and the forwarding record (used by
+/// classes without an in-place forwarding field). Grown when a
 /// class has more objects than any ordered before; steady state allocates nothing.
 struct OrderScratch {
   Memory keys[2];      ///< u64[capacity]
-  Memory items[2];     ///< u32[capacity]: item (address-order index) of each key
-  Memory rank_of;      ///< u32[capacity]: item -> rank (key order)
+  Memory sources[2];   ///< u64[capacity]: block * 64 + slot
+  Memory rank_of;      ///< u32[capacity]: item (address order) -> rank (key order)
   Memory new_blocks;   ///< u32[M]
   Memory counts;       ///< OrderCounts
   Memory sort_temp;    ///< CUB temporary storage
@@ -85,7 +85,7 @@ struct OrderScratch {
     }
     if (objects <= capacity) return;
     for (Memory& buffer : keys) buffer = Memory(backend, objects * sizeof(std::uint64_t));
-    for (Memory& buffer : items) buffer = Memory(backend, objects * sizeof(std::uint32_t));
+    for (Memory& buffer : sources) buffer = Memory(backend, objects * sizeof(std::uint64_t));
     rank_of = Memory(backend, objects * sizeof(std::uint32_t));
     capacity = objects;
   }
@@ -102,8 +102,8 @@ struct OrderPlan {
   std::uint64_t* old_bits;      ///< [ceil(M/64)] a bit per old block
   std::uint32_t* new_blocks;    ///< [D] the blocks the objects go to, in address order
   std::uint64_t* keys;          ///< [live] keys by item (address order), before the sort
-  std::uint32_t* items;         ///< [live] item indices (the sort's values), before the sort
-  const std::uint32_t* sorted_items;  ///< [live] items by rank, after the sort
+  std::uint64_t* sources;       ///< [live] source positions by item, before the sort
+  const std::uint64_t* sorted_sources;  ///< [live] source positions by rank, after the sort
   std::uint32_t* rank_of;       ///< [live] rank of each item
   std::uint64_t live = 0;       ///< L
   std::uint64_t new_block_count = 0;  ///< D = ceil(L/N)
@@ -171,16 +171,7 @@ struct OrderKeysKernel {
     if (((allocation >> slot) & 1u) == 0) return;
     const std::uint64_t item = plan.offsets[block].give + static_cast<std::uint64_t>(popcount(allocation & low_bits(slot)));
     plan.keys[item] = order.key(plan.view, plan.view.template make_pointer<C>(block, slot));
-    plan.items[item] = static_cast<std::uint32_t>(item);
-  }
-};
-
-/// Step 3b, one thread per rank: the inverse permutation.
-template <class View>
-struct OrderRanksKernel {
-  OrderPlan<View> plan;
-  SOAHEAP_HD void operator()(std::uint64_t rank) const {
-    plan.rank_of[plan.sorted_items[rank]] = static_cast<std::uint32_t>(rank);
+    plan.sources[item] = block * kSlotsPerBlock + static_cast<std::uint64_t>(slot);
   }
 };
 
@@ -207,26 +198,24 @@ struct OrderClaimKernel {
   }
 };
 
-/// Step 5, one thread per slot of the old blocks (as OrderKeysKernel); Field: the in-place
-/// forwarding field of C, or -1.
+/// Step 5, one thread per object rank; Field: the in-place forwarding field of C, or -1.
 template <class View, class C, int Field>
 struct OrderCopyKernel {
   OrderPlan<View> plan;
-  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+  SOAHEAP_HD void operator()(std::uint64_t rank) const {
+    const std::uint64_t source = plan.sorted_sources[rank];
+    const std::uint64_t from_block = source / kSlotsPerBlock;
+    const int from_slot = static_cast<int>(source % kSlotsPerBlock);
     const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
-    const std::uint64_t from_block = plan.old_blocks[tid / capacity];
-    const int from_slot = static_cast<int>(tid % capacity);
-    const std::uint64_t allocation = plan.view.headers[from_block].allocation & plan.full_mask();
-    if (((allocation >> from_slot) & 1u) == 0) return;
-    const std::uint64_t item =
-        plan.offsets[from_block].give + static_cast<std::uint64_t>(popcount(allocation & low_bits(from_slot)));
-    const std::uint64_t rank = plan.rank_of[item];
     const std::uint64_t to_block = plan.new_blocks[rank / capacity];
     const int to_slot = static_cast<int>(rank % capacity);
     ObjectCopy<View, C>::copy(plan.view.data_address(from_block), from_slot, plan.view.data_address(to_block), to_slot);
-    if constexpr (Field >= 0)
+    if constexpr (Field >= 0) {
       *in_place_forwarding_pointer<View, C, Field>(plan.view, from_block, from_slot) =
           plan.view.make_pointer_bits(to_block, to_slot, plan.class_index);
+    } else {
+      plan.rank_of[plan.item_of(from_block, from_slot)] = static_cast<std::uint32_t>(rank);
+    }
   }
 };
 
@@ -268,32 +257,33 @@ struct OrderRefreshKernel {
   }
 };
 
-/// Sorts @p count (key, item) pairs by the low @p key_bits bits of the keys, stably; the sorted
-/// items end in the returned buffer (one of scratch.items).
-inline const std::uint32_t* sort_by_key(OrderScratch& scratch, const Executor& executor, std::uint64_t count,
+/// Sorts @p count (key, source) pairs by the low @p key_bits bits of the keys, stably; the sorted
+/// sources end in the returned buffer (one of scratch.sources).
+inline const std::uint64_t* sort_by_key(OrderScratch& scratch, const Executor& executor, std::uint64_t count,
                                         int key_bits) {
   std::uint64_t* keys_in = scratch.keys[0].as<std::uint64_t>();
-  std::uint32_t* items_in = scratch.items[0].as<std::uint32_t>();
+  std::uint64_t* sources_in = scratch.sources[0].as<std::uint64_t>();
   if (executor.backend == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
     cub::DoubleBuffer<std::uint64_t> keys(keys_in, scratch.keys[1].as<std::uint64_t>());
-    cub::DoubleBuffer<std::uint32_t> items(items_in, scratch.items[1].as<std::uint32_t>());
-    const auto count_items = static_cast<std::int64_t>(count);
+    cub::DoubleBuffer<std::uint64_t> sources(sources_in, scratch.sources[1].as<std::uint64_t>());
+    const auto items = static_cast<std::int64_t>(count);
     std::size_t bytes = 0;
-    SOAHEAP_CUDA_CHECK(
-        cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, items, count_items, 0, key_bits, executor.stream));
+    SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sources, items, 0, key_bits, executor.stream));
     if (scratch.sort_temp.bytes() < bytes) scratch.sort_temp = Memory(Backend::cuda, bytes);  // grows with the class only
-    SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.sort_temp.get(), bytes, keys, items, count_items, 0,
-                                                       key_bits, executor.stream));
-    return items.Current();
+    SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.sort_temp.get(), bytes, keys, sources, items, 0, key_bits,
+                                                       executor.stream));
+    return sources.Current();
 #endif
   }
-  // Host backend: a stable sort of the items by their keys.
+  // Host backend: a stable sort of the item indices, then the sources in that order.
   const std::uint64_t mask = key_bits >= 64 ? ~std::uint64_t{0} : low_bits(key_bits);
-  std::uint32_t* sorted = scratch.items[1].as<std::uint32_t>();
-  std::copy(items_in, items_in + count, sorted);
-  std::stable_sort(sorted, sorted + count,
-                   [&](std::uint32_t a, std::uint32_t b) { return (keys_in[a] & mask) < (keys_in[b] & mask); });
+  std::vector<std::uint64_t> order(count);
+  std::iota(order.begin(), order.end(), std::uint64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint64_t a, std::uint64_t b) { return (keys_in[a] & mask) < (keys_in[b] & mask); });
+  std::uint64_t* sorted = scratch.sources[1].as<std::uint64_t>();
+  for (std::uint64_t rank = 0; rank < count; ++rank) sorted[rank] = sources_in[order[rank]];
   return sorted;
 }
 
@@ -368,17 +358,16 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   }
   scratch.ensure(heap.backend(), blocks, counts.live);
   plan.keys = scratch.keys[0].template as<std::uint64_t>();
-  plan.items = scratch.items[0].template as<std::uint32_t>();
+  plan.sources = scratch.sources[0].template as<std::uint64_t>();
   plan.rank_of = scratch.rank_of.template as<std::uint32_t>();
   const int key_bits = std::clamp(order.key_bits(plan.view), 1, 64);
   executor.launch(counts.listed * capacity, OrderKeysKernel<View, C, Order>{plan, order});
-  plan.sorted_items = sort_by_key(scratch, executor, counts.live, key_bits);
-  executor.launch(counts.live, OrderRanksKernel<View>{plan});
+  plan.sorted_sources = sort_by_key(scratch, executor, counts.live, key_bits);
   scratch.order_timer.stop(executor);
 
   shared.timers[kPlanPhaseCopy].start(executor);
   executor.launch(blocks, OrderClaimKernel<View>{plan});
-  executor.launch(counts.listed * capacity, OrderCopyKernel<View, C, kField>{plan});
+  executor.launch(counts.live, OrderCopyKernel<View, C, kField>{plan});
   shared.timers[kPlanPhaseCopy].stop(executor);
 
   // One scan of the fields that can point to a C, in every class that has them; C's own objects
