@@ -16,11 +16,8 @@
 ///     free (a PlanFlow pair, scanned: item offsets in address order, ranks of free blocks); the
 ///     class's blocks are listed and marked "old" in a bit array.
 ///  2. keys, one thread per slot of the listed blocks: item i (the i-th object in address order)
-///     gets its key and its source position block·64 + slot. When the key's significant bits and
-///     the position's fit into 64 together (order_by_pointer_field and 32-bit keys on any heap
-///     below 2^26 blocks), they are one word, key above position: the sort then moves half the
-///     bytes, and the position breaks ties in address order, which is the stability asked for.
-///  3. sort: CUB's radix sort of those words, or of (key, source) pairs, over the significant bits.
+///     gets its key and its source position block·64 + slot.
+///  3. sort: CUB's radix sort of (key, source) pairs over the key's significant bits (stable).
 ///  4. claim, one thread per heap block: the free blocks of rank < D become the class's new blocks,
 ///     full except the last.
 ///  5. copy, one thread per object rank r: the r-th object in key order goes to slot r % N of new
@@ -45,7 +42,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <soaheap/defrag/order.cuh>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -106,10 +103,7 @@ struct OrderPlan {
   std::uint32_t* new_blocks;    ///< [D] the blocks the objects go to, in address order
   std::uint64_t* keys;          ///< [live] keys by item (address order), before the sort
   std::uint64_t* sources;       ///< [live] source positions by item, before the sort
-  const std::uint64_t* sorted_sources;  ///< [live] source positions by rank (under position_mask), after the sort
-  std::uint64_t key_mask = ~std::uint64_t{0};  ///< the key's significant bits
-  int position_bits = 0;        ///< > 0: key and position packed into keys[] (position in the low bits)
-  std::uint64_t position_mask = ~std::uint64_t{0};
+  const std::uint64_t* sorted_sources;  ///< [live] source positions by rank, after the sort
   std::uint32_t* rank_of;       ///< [live] rank of each item
   std::uint64_t live = 0;       ///< L
   std::uint64_t new_block_count = 0;  ///< D = ceil(L/N)
@@ -176,14 +170,8 @@ struct OrderKeysKernel {
     const std::uint64_t allocation = plan.view.headers[block].allocation & plan.full_mask();
     if (((allocation >> slot) & 1u) == 0) return;
     const std::uint64_t item = plan.offsets[block].give + static_cast<std::uint64_t>(popcount(allocation & low_bits(slot)));
-    const std::uint64_t key = order.key(plan.view, plan.view.template make_pointer<C>(block, slot)) & plan.key_mask;
-    const std::uint64_t position = block * kSlotsPerBlock + static_cast<std::uint64_t>(slot);
-    if (plan.position_bits > 0) {
-      plan.keys[item] = key << plan.position_bits | position;
-    } else {
-      plan.keys[item] = key;
-      plan.sources[item] = position;
-    }
+    plan.keys[item] = order.key(plan.view, plan.view.template make_pointer<C>(block, slot));
+    plan.sources[item] = block * kSlotsPerBlock + static_cast<std::uint64_t>(slot);
   }
 };
 
@@ -215,7 +203,7 @@ template <class View, class C, int Field>
 struct OrderCopyKernel {
   OrderPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t rank) const {
-    const std::uint64_t source = plan.sorted_sources[rank] & plan.position_mask;
+    const std::uint64_t source = plan.sorted_sources[rank];
     const std::uint64_t from_block = source / kSlotsPerBlock;
     const int from_slot = static_cast<int>(source % kSlotsPerBlock);
     const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
@@ -269,10 +257,26 @@ struct OrderRefreshKernel {
   }
 };
 
-/// Sorts the keys of @p count objects stably over their low @p sort_bits bits: packed words alone
-/// (@p packed), else (key, source) pairs. Returns the sorted words (packed) or sources.
+/// Grows the sort's temporary storage to what @p count pairs need.
+inline void reserve_sort_temp(OrderScratch& scratch, const Executor& executor, std::uint64_t count) {
+  if (executor.backend != Backend::cuda) return;
+#if SOAHEAP_HAS_CUDA
+  cub::DoubleBuffer<std::uint64_t> keys(scratch.keys[0].as<std::uint64_t>(), scratch.keys[1].as<std::uint64_t>());
+  cub::DoubleBuffer<std::uint64_t> sources(scratch.sources[0].as<std::uint64_t>(), scratch.sources[1].as<std::uint64_t>());
+  std::size_t bytes = 0;
+  SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sources, static_cast<std::int64_t>(count), 0,
+                                                     64, executor.stream));
+  if (scratch.sort_temp.bytes() < bytes) scratch.sort_temp = Memory(Backend::cuda, bytes);
+#else
+  (void)scratch;
+  (void)count;
+#endif
+}
+
+/// Sorts @p count (key, source) pairs by the low @p key_bits bits of the keys, stably; the sorted
+/// sources end in the returned buffer (one of scratch.sources).
 inline const std::uint64_t* sort_by_key(OrderScratch& scratch, const Executor& executor, std::uint64_t count,
-                                        int sort_bits, bool packed) {
+                                        int key_bits) {
   std::uint64_t* keys_in = scratch.keys[0].as<std::uint64_t>();
   std::uint64_t* sources_in = scratch.sources[0].as<std::uint64_t>();
   if (executor.backend == Backend::cuda) {
@@ -281,25 +285,21 @@ inline const std::uint64_t* sort_by_key(OrderScratch& scratch, const Executor& e
     cub::DoubleBuffer<std::uint64_t> sources(sources_in, scratch.sources[1].as<std::uint64_t>());
     const auto items = static_cast<std::int64_t>(count);
     std::size_t bytes = 0;
-    const auto sort = [&](void* temp) {
-      if (packed) return cub::DeviceRadixSort::SortKeys(temp, bytes, keys, items, 0, sort_bits, executor.stream);
-      return cub::DeviceRadixSort::SortPairs(temp, bytes, keys, sources, items, 0, sort_bits, executor.stream);
-    };
-    SOAHEAP_CUDA_CHECK(sort(nullptr));
-    if (scratch.sort_temp.bytes() < bytes) scratch.sort_temp = Memory(Backend::cuda, bytes);  // grows with the class only
-    SOAHEAP_CUDA_CHECK(sort(scratch.sort_temp.get()));
-    return packed ? keys.Current() : sources.Current();
+    SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sources, items, 0, key_bits, executor.stream));
+    if (scratch.sort_temp.bytes() < bytes) scratch.sort_temp = Memory(Backend::cuda, bytes);  // reserved above; never in practice
+    SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.sort_temp.get(), bytes, keys, sources, items, 0, key_bits,
+                                                       executor.stream));
+    return sources.Current();
 #endif
   }
-  // Host backend: a stable sort of the item indices, then the words or sources in that order.
-  const std::uint64_t mask = low_bits(sort_bits);
+  // Host backend: a stable sort of the item indices, then the sources in that order.
+  const std::uint64_t mask = key_bits >= 64 ? ~std::uint64_t{0} : low_bits(key_bits);
   std::vector<std::uint64_t> order(count);
-  for (std::uint64_t item = 0; item < count; ++item) order[item] = item;
+  std::iota(order.begin(), order.end(), std::uint64_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](std::uint64_t a, std::uint64_t b) { return (keys_in[a] & mask) < (keys_in[b] & mask); });
-  const std::uint64_t* from = packed ? keys_in : sources_in;
-  std::uint64_t* sorted = packed ? scratch.keys[1].as<std::uint64_t>() : scratch.sources[1].as<std::uint64_t>();
-  for (std::uint64_t rank = 0; rank < count; ++rank) sorted[rank] = from[order[rank]];
+  std::uint64_t* sorted = scratch.sources[1].as<std::uint64_t>();
+  for (std::uint64_t rank = 0; rank < count; ++rank) sorted[rank] = sources_in[order[rank]];
   return sorted;
 }
 
@@ -372,18 +372,18 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
                         std::to_string(counts.free_blocks) + " free of " + std::to_string(blocks) +
                         "; nothing was changed (a heap with more blocks, or compaction without an order, works)");
   }
+  // Scratch grows only when a class has more objects than any ordered before: not a cost of the
+  // run (the GPU would idle in the timed window while the host allocates).
+  scratch.order_timer.stop(executor);
   scratch.ensure(heap.backend(), blocks, counts.live);
+  reserve_sort_temp(scratch, executor, counts.live);
+  scratch.order_timer.start(executor);
   plan.keys = scratch.keys[0].template as<std::uint64_t>();
   plan.sources = scratch.sources[0].template as<std::uint64_t>();
   plan.rank_of = scratch.rank_of.template as<std::uint32_t>();
   const int key_bits = std::clamp(order.key_bits(plan.view), 1, 64);
-  const int position_bits = bit_width(blocks * kSlotsPerBlock);
-  const bool packed = key_bits + position_bits <= 64;
-  plan.key_mask = low_bits(key_bits);
-  plan.position_bits = packed ? position_bits : 0;
-  plan.position_mask = packed ? low_bits(position_bits) : ~std::uint64_t{0};
   executor.launch(counts.listed * capacity, OrderKeysKernel<View, C, Order>{plan, order});
-  plan.sorted_sources = sort_by_key(scratch, executor, counts.live, packed ? key_bits + position_bits : key_bits, packed);
+  plan.sorted_sources = sort_by_key(scratch, executor, counts.live, key_bits);
   scratch.order_timer.stop(executor);
 
   shared.timers[kPlanPhaseCopy].start(executor);
@@ -435,7 +435,7 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   unused_after += unused_blocks(plan.new_block_count);
   result.candidates_after += counts.candidates_after;
   log::debug("defrag ", C::kName, " ordered: ", counts.live, " objects, ", counts.listed, " -> ", plan.new_block_count,
-             " blocks, key bits ", key_bits, packed ? " (packed with the positions)" : "");
+             " blocks, key bits ", key_bits);
 }
 
 }  // namespace soaheap::detail
