@@ -193,6 +193,16 @@ class HeapView {
         detail::back_off(round);  // rank 0 is probably publishing a block with room for us
         continue;
       }
+#if !SOAHEAP_DEVICE_CODE
+      // A host worker that takes a block can be descheduled before the block shows in the active
+      // bitmap; meanwhile every other worker would start a block of its own (under ThreadSanitizer
+      // on two cores: Ion blocks 12.5 % full until the heap ran out). Give a block in transit the
+      // time to appear first, a few growing pauses, then start one anyway.
+      if (round < detail::kFollowerRounds && detail::atomic_load(&state->blocks_in_transit) != 0) {
+        detail::back_off(round);
+        continue;
+      }
+#endif
       // Slow path: start a new block of class T.
       detail::atomic_fetch_add(&state->blocks_in_transit, 1);
       const std::uint64_t block = free_blocks().clear_any(round_seed);
