@@ -174,6 +174,8 @@ class DefragPolicy {
   /// @brief The auto policy's first reorder comes after this many iterations (their times are the
   /// reference), to measure what a reorder costs and gains.
   static constexpr long long kAutoReorderWarmup = 8;
+  /// @brief A reorder counts as paid when the next iteration is at least this share faster.
+  static constexpr double kAutoReorderMinimumGain = 0.01;
   /// @brief Most iterations the backoff puts between reorders that keep gaining nothing.
   static constexpr long long kAutoMaxReorderInterval = 1024;
 
@@ -213,8 +215,9 @@ class DefragPolicy {
     double reorder_cost_ms = -1;               ///< last measured cost of reordering (all ordered classes)
     double fastest_ms = 0;                     ///< fastest iteration since the last reorder
     double lost_ms = 0;                        ///< sum of the iterations' excess over fastest_ms
-    double before_reorder_ms = 0;              ///< the iteration just before the last reorder
-    bool judge_next = false;                   ///< the last reorder has not been judged yet
+    double before_reorder_ms = 0;              ///< what the iteration after the last reorder would have taken without it
+    double last_iteration_ms = -1;             ///< the previous iteration (-1: none yet)
+    bool judge_next = false;                   ///< the next iteration shows what the last reorder gained
     long long since_reorder = 0;               ///< iterations since the last reorder
     long long reorder_interval = 1;            ///< least iterations between reorders
     long long reorders = 0;
@@ -267,6 +270,25 @@ class DefragPolicy {
   void maybe_reorder(HeapType& heap, long long iteration, std::vector<DefragResult>& results) {
     if (!has_ordered_class(heap)) return;
     const double iteration_ms = milliseconds_since(auto_.call_end);
+    // Iteration times drift with the population; the reorder is judged against the trend of the two
+    // iterations before it.
+    const double previous_ms = auto_.last_iteration_ms < 0 ? iteration_ms : auto_.last_iteration_ms;
+    auto_.last_iteration_ms = iteration_ms;
+    if (auto_.judge_next) {
+      auto_.judge_next = false;
+      const double gain_ms = auto_.before_reorder_ms - iteration_ms;
+      if (gain_ms >= kAutoReorderMinimumGain * auto_.before_reorder_ms) {
+        // It paid: it ends disorder that cost more than it (the rule that started it), so it is
+        // not charged to the budget.
+        auto_.saved_ms += auto_.reorder_cost_ms;
+        auto_.reorder_interval = 1;
+      } else {
+        auto_.reorder_interval = std::min(2 * auto_.reorder_interval, kAutoMaxReorderInterval);
+      }
+      log::debug("defrag policy auto at iteration ", iteration, ": after the reorder the iteration took ",
+                 log::fixed(iteration_ms), " ms, where the trend expected ", log::fixed(auto_.before_reorder_ms),
+                 " ms; next reorder after at least ", auto_.reorder_interval, " iterations");
+    }
     auto_.fastest_ms = auto_.since_reorder == 0 ? iteration_ms : std::min(auto_.fastest_ms, iteration_ms);
     auto_.lost_ms += iteration_ms - auto_.fastest_ms;
     ++auto_.since_reorder;
@@ -274,26 +296,6 @@ class DefragPolicy {
     const bool due = first ? iteration >= kAutoReorderWarmup
                            : auto_.lost_ms >= auto_.reorder_cost_ms && auto_.since_reorder >= auto_.reorder_interval;
     if (!due) return;
-    if (auto_.judge_next) {
-      // Judge the last reorder over the whole stretch since: it took the iterations from the one
-      // before it (the most disordered) down to the fastest since; if they then slowed down about
-      // linearly, it saved half that gain per iteration. A single next iteration misjudges it: the
-      // population drifts, and the first allocations after a reorder find every block full.
-      auto_.judge_next = false;
-      const double gain_ms = auto_.before_reorder_ms - auto_.fastest_ms;
-      const bool paid = gain_ms * static_cast<double>(auto_.since_reorder) / 2 >= auto_.reorder_cost_ms;
-      if (paid) {
-        auto_.saved_ms += auto_.reorder_cost_ms;  // it ended disorder that cost more than it
-        auto_.reorder_interval = 1;
-      } else {
-        auto_.reorder_interval = std::min(2 * auto_.reorder_interval, kAutoMaxReorderInterval);
-      }
-      log::debug("defrag policy auto at iteration ", iteration, ": the last reorder took iterations from ",
-                 log::fixed(auto_.before_reorder_ms), " to at best ", log::fixed(auto_.fastest_ms), " ms over ",
-                 auto_.since_reorder, " iterations: ", paid ? "paid" : "did not pay", " its ",
-                 log::fixed(auto_.reorder_cost_ms), " ms; least interval now ", auto_.reorder_interval);
-      if (auto_.since_reorder < auto_.reorder_interval) return;
-    }
     // Reorders that did not pay are charged to the budget like any compaction: once they have
     // used it up, only a reorder after the backoff's interval is tried again.
     const double budget_ms = config_.auto_budget * milliseconds_since(auto_.start);
@@ -316,7 +318,7 @@ class DefragPolicy {
               log::fixed(iteration_ms), " ms); the reorder took ", log::fixed(cost_ms), " ms");
     auto_.reorder_cost_ms = cost_ms;
     auto_.spent_ms += cost_ms;
-    auto_.before_reorder_ms = iteration_ms;
+    auto_.before_reorder_ms = std::max(0.0, 2 * iteration_ms - previous_ms);  // linear trend
     auto_.judge_next = true;
     auto_.lost_ms = 0;
     auto_.since_reorder = 0;
