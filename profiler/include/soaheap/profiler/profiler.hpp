@@ -148,6 +148,7 @@ class Profiler {
                   {"forward", finite_non_negative(result.times.forward_ms)},
                   {"rewrite", finite_non_negative(result.times.rewrite_ms)},
                   {"state", finite_non_negative(result.times.state_ms)},
+                  {"order", finite_non_negative(result.times.order_ms)},
                   {"total", total_ms}}}});
   }
 
