@@ -7,7 +7,8 @@
 /// Putting L objects into key order inside the blocks they already occupy would be a permutation
 /// in place, which moves objects along cycles or twice. Instead the run takes D = ceil(L/N) free
 /// blocks (the lowest-addressed ones) and gathers the objects into them in key order; the old
-/// blocks stay untouched until the rewrite has read them, then they are all freed. The heap needs
+/// blocks keep their bitmaps (and each old slot its object's new address) until the rewrite has
+/// read them, then they are all freed. The heap needs
 /// D free blocks for that; without them the run changes nothing and throws out_of_memory.
 ///
 /// Steps, all on the heap's stream, with two host reads (the survey's counts, to size the sort, and
