@@ -9,6 +9,18 @@
 
 namespace soaheap::detail {
 
+/// Bit @p position of the bit array @p words, read through the read-only cache: for arrays nothing
+/// writes while the kernel runs (the atomic loads the allocator needs bypass L1).
+SOAHEAP_HD inline bool read_only_bit(const std::uint64_t* words, std::uint64_t position) {
+  const std::uint64_t* word = words + position / 64;
+#if SOAHEAP_DEVICE_CODE
+  const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
+#else
+  const std::uint64_t bits = *word;
+#endif
+  return ((bits >> (position % 64)) & 1u) != 0;
+}
+
 /// Marks every block free (allocation bitmap invalidated, no class).
 template <class View>
 struct InitializeHeadersKernel {

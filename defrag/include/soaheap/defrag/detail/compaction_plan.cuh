@@ -345,13 +345,7 @@ struct PlanRelocation {
   /// A bit per block (M/8 bytes, cache-resident) rejects most pointers before any other load;
   /// nothing writes it during the rewrite, so it goes through the read-only cache.
   SOAHEAP_HD bool is_donor(std::uint64_t block) const {
-    const std::uint64_t* word = plan.donor_bits + block / 64;
-#if SOAHEAP_DEVICE_CODE
-    const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
-#else
-    const std::uint64_t bits = *word;
-#endif
-    return ((bits >> (block % 64)) & 1u) != 0;
+    return read_only_bit(plan.donor_bits, block);
   }
 };
 

@@ -124,13 +124,7 @@ struct OrderPlan {
     return view.make_pointer_bits(new_blocks[rank / capacity64], static_cast<int>(rank % capacity64), class_index);
   }
   SOAHEAP_HD bool is_old(std::uint64_t block) const {
-    const std::uint64_t* word = old_bits + block / 64;
-#if SOAHEAP_DEVICE_CODE
-    const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
-#else
-    const std::uint64_t bits = *word;
-#endif
-    return ((bits >> (block % 64)) & 1u) != 0;
+    return read_only_bit(old_bits, block);
   }
 };
 

@@ -5,6 +5,7 @@
 ///        scanned; a Relocation says whether a pointer's object moved and where to (for passes:
 ///        its block is a candidate below R[B], i.e. a source; for the plan: see compaction_plan.cuh).
 
+#include <soaheap/core/detail/kernels.cuh>
 #include <soaheap/core/heap_view.cuh>
 #include <soaheap/defrag/detail/forwarding.cuh>
 #include <soaheap/defrag/detail/pass_plan.cuh>
@@ -72,13 +73,7 @@ struct PassRelocation {
   /// read-only cache instead of with the atomic (L1-bypassing) loads the allocator needs.
   SOAHEAP_HD bool is_source(std::uint64_t block) const {
     if (block >= plan.first_target) return false;
-    const std::uint64_t* word = view.defrag_candidates(plan.class_index).words() + block / 64;
-#if SOAHEAP_DEVICE_CODE
-    const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
-#else
-    const std::uint64_t bits = *word;
-#endif
-    return ((bits >> (block % 64)) & 1u) != 0;
+    return read_only_bit(view.defrag_candidates(plan.class_index).words(), block);
   }
 };
 
