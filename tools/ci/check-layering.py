@@ -9,6 +9,7 @@ Layers, bottom to top; a file may include its own module and any module of a low
   2  core        heap, blocks, bitmaps, allocation, parallel operations, statistics
   3  defrag      compaction, policies
   4  profiler    memory profiles
+  4  distributed one heap per rank: migration of objects between ranks (NCCL, or in-process ranks)
   5  umbrella    soaheap/soaheap.cuh, the header applications include
   6  compat      DynaSOAr source compatibility (builds on the umbrella header)
 
@@ -22,7 +23,7 @@ import pathlib
 import re
 import sys
 
-RANKS = {"base": 0, "config": 0, "reflection": 1, "core": 2, "defrag": 3, "profiler": 4, "umbrella": 5, "compat": 6}
+RANKS = {"base": 0, "config": 0, "reflection": 1, "core": 2, "defrag": 3, "profiler": 4, "distributed": 4, "umbrella": 5, "compat": 6}
 SOURCE_SUFFIXES = {".hpp", ".cuh", ".h", ".cpp", ".cu", ".inc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
 MODULE_OF_INCLUDE = re.compile(r"^soaheap/([a-z_]+)/")

@@ -1,0 +1,255 @@
+#pragma once
+/// @file migrate.cuh
+/// @brief `soaheap::distributed::migrate<T>(heap, transport, destination, links)`: every object of T
+///        (and of its subclasses) for which `destination(object)` names another rank leaves this
+///        rank's heap and is re-created in that rank's heap, fields intact, pointer fields translated
+///        by `links` (links.cuh). Collective: every rank calls it with the same T, in the same order
+///        as its other collective calls.
+///
+/// Per concrete class C, on each rank (all loops over objects are kernels; the host handles only
+/// one count per rank):
+///  1. survey (one thread per slot of C's blocks): destination(object); objects that leave are
+///     counted per target rank. An object whose destination is not a rank, or that holds a pointer
+///     `links` cannot translate, stays and is counted as an error.
+///  2. pack: each leaving object is written into its target's message (SOA arrays, wire format in
+///     detail/packing.cuh) and its slot is freed. Its destructor does not run: the object lives on.
+///  3. the counts go all-to-all (Transport::exchange_counts), then the messages in one group
+///     (Transport::exchange: grouped ncclSend/ncclRecv with NCCL).
+///  4. unpack (one thread per received object): a slot of C is allocated and the fields written,
+///     pointer names resolved by `links.to_local`.
+/// Then errors are thrown on the host: a destination that is no rank, an untranslated pointer (its
+/// object stayed home), a name the receiver could not resolve (the pointer arrived as null), out of
+/// memory at the receiver (those objects are lost, and the message says how many).
+///
+/// Pointers *to* a migrating object from objects that stay are the application's concern: after
+/// migrate they still hold the object's old address, whose slot is free now. Clear or re-link them
+/// before (e.g. an agent leaves its cell: the cell's `agent` field is cleared when the move is
+/// decided) or after (the receiver links arrivals into its cells: the wa-tor pattern).
+///
+/// The order in which objects arrive (and so where in the receiver's blocks they land) is not
+/// specified; their values are.
+
+#include <soaheap/core/heap.cuh>
+#include <soaheap/core/memory.cuh>
+#include <soaheap/distributed/detail/packing.cuh>
+#include <soaheap/distributed/links.cuh>
+#include <soaheap/distributed/transport.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace soaheap::distributed {
+
+/// @brief What one migrate call moved on this rank (objects and bytes per peer and in total).
+struct MigrationStats {
+  std::vector<std::uint64_t> sent_to;        ///< objects sent to each rank
+  std::vector<std::uint64_t> received_from;  ///< objects received from each rank
+  std::uint64_t sent = 0;
+  std::uint64_t received = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  double seconds = 0;  ///< wall time of the call, host clock (it waits for its kernels)
+
+  /// Adds @p other's figures (e.g. to total many migration steps).
+  MigrationStats& operator+=(const MigrationStats& other) {
+    if (sent_to.size() < other.sent_to.size()) sent_to.resize(other.sent_to.size(), 0);
+    if (received_from.size() < other.received_from.size()) received_from.resize(other.received_from.size(), 0);
+    for (std::size_t p = 0; p < other.sent_to.size(); ++p) sent_to[p] += other.sent_to[p];
+    for (std::size_t p = 0; p < other.received_from.size(); ++p) received_from[p] += other.received_from[p];
+    sent += other.sent;
+    received += other.received;
+    bytes_sent += other.bytes_sent;
+    bytes_received += other.bytes_received;
+    seconds += other.seconds;
+    return *this;
+  }
+};
+
+namespace detail {
+
+/// Per-heap buffers of migration (a Heap attachment), grown when a step needs more and kept, so a
+/// steady-state migration allocates nothing.
+struct MigrationScratch {
+  soaheap::detail::Memory snapshots;  ///< u64 per listed block
+  soaheap::detail::Memory decisions;  ///< i32 per listed slot
+  soaheap::detail::Memory counters;   ///< MigrationCounters
+  soaheap::detail::Memory per_rank;   ///< u64[size]: objects leaving for each rank
+  soaheap::detail::Memory cursors;    ///< u64[size]
+  soaheap::detail::Memory send_offsets;      ///< u64[size]
+  soaheap::detail::Memory received_first;    ///< u64[size + 1]
+  soaheap::detail::Memory received_offsets;  ///< u64[size]
+  soaheap::detail::Memory send_buffer;
+  soaheap::detail::Memory receive_buffer;
+
+  static void grow(soaheap::detail::Memory& memory, Backend backend, std::uint64_t bytes) {
+    if (memory.bytes() < bytes) memory = soaheap::detail::Memory(backend, bytes + bytes / 4);
+  }
+  void ensure(Backend backend, std::uint64_t blocks, std::uint64_t slots, int ranks) {
+    grow(snapshots, backend, (blocks + 1) * sizeof(std::uint64_t));
+    grow(decisions, backend, (slots + 1) * sizeof(std::int32_t));
+    grow(counters, backend, sizeof(MigrationCounters));
+    const std::uint64_t per_rank_bytes = (static_cast<std::uint64_t>(ranks) + 1) * sizeof(std::uint64_t);
+    for (soaheap::detail::Memory* memory : {&per_rank, &cursors, &send_offsets, &received_first, &received_offsets})
+      grow(*memory, backend, per_rank_bytes);
+  }
+};
+
+/// Host-side offsets of the messages of one class: byte offset of each and the total.
+template <class C>
+std::vector<std::uint64_t> message_offsets(const std::vector<std::uint64_t>& counts, std::uint64_t& total_bytes) {
+  std::vector<std::uint64_t> offsets(counts.size(), 0);
+  total_bytes = 0;
+  for (std::size_t p = 0; p < counts.size(); ++p) {
+    offsets[p] = total_bytes;
+    total_bytes += WireLayout<C>::message_bytes(counts[p]);
+  }
+  return offsets;
+}
+
+/// One class's migration step. Failures of the step itself throw; what it reports about the
+/// objects (after the exchange, which every rank completed) is returned, so that the caller can go
+/// on with the next class in step with the other ranks and throw at the end.
+template <class T, class C, class HeapT, class Destination, class Links>
+std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destination& destination, const Links& links,
+                                 MigrationStats& stats) {
+  using View = typename HeapT::View;
+  constexpr int kCapacity = HeapT::template capacity<C>;
+  const int ranks = transport.size();
+  const int rank = transport.rank();
+  const Backend backend = heap.backend();
+  MigrationScratch& scratch = heap.template attachment<MigrationScratch>();
+
+  // 1. survey
+  const auto list = heap.enumerate_blocks(1 + HeapT::template class_id<C>);
+  const std::uint64_t slots = list.count * static_cast<std::uint64_t>(kCapacity);
+  scratch.ensure(backend, list.count, slots, ranks);
+  const MigrationCounters initial{0, 0, 0, 0, -1, -1};
+  scratch.counters.copy_from_host(0, &initial, sizeof(initial));
+  const std::vector<std::uint64_t> zeros(static_cast<std::size_t>(ranks) + 1, 0);
+  scratch.per_rank.copy_from_host(0, zeros.data(), zeros.size() * sizeof(std::uint64_t));
+  scratch.cursors.copy_from_host(0, zeros.data(), zeros.size() * sizeof(std::uint64_t));
+  auto* counters = scratch.counters.template as<MigrationCounters>();
+  if (slots > 0)
+    heap.launch(slots, SurveyKernel<View, C, T, Destination, Links>{
+                           heap.view(), list.ids(), scratch.snapshots.template as<std::uint64_t>(),
+                           scratch.decisions.template as<std::int32_t>(), scratch.per_rank.template as<std::uint64_t>(),
+                           counters, destination, links, rank, ranks});
+  heap.synchronize();
+  std::vector<std::uint64_t> send_counts(static_cast<std::size_t>(ranks), 0);
+  scratch.per_rank.copy_to_host(send_counts.data(), 0, send_counts.size() * sizeof(std::uint64_t));
+
+  // 2. pack
+  std::uint64_t send_bytes = 0;
+  const std::vector<std::uint64_t> send_offsets = message_offsets<C>(send_counts, send_bytes);
+  MigrationScratch::grow(scratch.send_buffer, backend, send_bytes + 16);
+  scratch.send_offsets.copy_from_host(0, send_offsets.data(), send_offsets.size() * sizeof(std::uint64_t));
+  if (send_bytes > 0)
+    heap.launch(slots, PackKernel<View, C, Links>{heap.view(), list.ids(), scratch.decisions.template as<std::int32_t>(),
+                                                  scratch.per_rank.template as<std::uint64_t>(),
+                                                  scratch.send_offsets.template as<std::uint64_t>(),
+                                                  scratch.cursors.template as<std::uint64_t>(),
+                                                  scratch.send_buffer.template as<unsigned char>(), links});
+
+  // 3. counts, then the messages
+  std::vector<std::uint64_t> receive_counts(static_cast<std::size_t>(ranks), 0);
+  transport.exchange_counts(send_counts.data(), receive_counts.data());
+  receive_counts[static_cast<std::size_t>(rank)] = 0;
+  std::uint64_t receive_bytes = 0;
+  const std::vector<std::uint64_t> receive_offsets = message_offsets<C>(receive_counts, receive_bytes);
+  std::vector<std::uint64_t> first(static_cast<std::size_t>(ranks) + 1, 0);
+  for (int p = 0; p < ranks; ++p) first[p + 1] = first[p] + receive_counts[p];
+  MigrationScratch::grow(scratch.receive_buffer, backend, receive_bytes + 16);
+  scratch.received_first.copy_from_host(0, first.data(), first.size() * sizeof(std::uint64_t));
+  scratch.received_offsets.copy_from_host(0, receive_offsets.data(), receive_offsets.size() * sizeof(std::uint64_t));
+  heap.synchronize();  // the messages are packed
+  std::vector<Message> sends;
+  std::vector<Message> receives;
+  for (int p = 0; p < ranks; ++p) {
+    const auto index = static_cast<std::size_t>(p);
+    if (p != rank && send_counts[index] > 0)
+      sends.push_back({p, scratch.send_buffer.template as<unsigned char>() + send_offsets[index],
+                       WireLayout<C>::message_bytes(send_counts[index])});
+    if (p != rank && receive_counts[index] > 0)
+      receives.push_back({p, scratch.receive_buffer.template as<unsigned char>() + receive_offsets[index],
+                          WireLayout<C>::message_bytes(receive_counts[index])});
+  }
+  transport.exchange(sends, receives);
+
+  // 4. unpack
+  const std::uint64_t received = first.back();
+  if (received > 0)
+    heap.launch(received, UnpackKernel<View, C, Links>{heap.view(), scratch.received_first.template as<std::uint64_t>(),
+                                                       scratch.received_offsets.template as<std::uint64_t>(),
+                                                       scratch.receive_buffer.template as<unsigned char>(), counters,
+                                                       links, ranks});
+  MigrationCounters result{};
+  std::exception_ptr out_of_memory_error;
+  try {
+    heap.synchronize();
+  } catch (const out_of_memory& error) {
+    scratch.counters.copy_to_host(&result, 0, sizeof(result));
+    out_of_memory_error = std::make_exception_ptr(
+        out_of_memory(std::string(error.what()) + "; " + std::to_string(result.not_created) + " of " +
+                      std::to_string(received) + " " + C::kName + " objects migrating to rank " +
+                      std::to_string(rank) + " were lost"));
+  }
+  scratch.counters.copy_to_host(&result, 0, sizeof(result));
+
+  for (std::size_t p = 0; p < send_counts.size(); ++p) {
+    stats.sent_to[p] += send_counts[p];
+    stats.received_from[p] += receive_counts[p];
+    stats.sent += send_counts[p];
+    stats.received += receive_counts[p];
+  }
+  stats.bytes_sent += send_bytes;
+  stats.bytes_received += receive_bytes;
+
+  const std::string where = std::string(" (rank ") + std::to_string(rank) + " of " + std::to_string(ranks) + ", class " +
+                            C::kName + ")";
+  if (out_of_memory_error) return out_of_memory_error;
+  if (result.bad_destinations > 0)
+    return std::make_exception_ptr(invalid_argument("soaheap: migrate: destination() returned " + std::to_string(result.first_bad_destination) +
+                           ", which is not a rank in [0, " + std::to_string(ranks) + "), for " +
+                           std::to_string(result.bad_destinations) + " objects; they stayed" + where));
+  if (result.untranslated > 0)
+    return std::make_exception_ptr(usage_error("soaheap: migrate: " + std::to_string(result.untranslated) +
+                      " objects hold a pointer that the links could not translate (first in field " +
+                      std::to_string(result.first_untranslated_field) +
+                      " of the class, inherited fields first); they stayed" + where));
+  if (result.unlinked > 0)
+    return std::make_exception_ptr(usage_error("soaheap: migrate: " + std::to_string(result.unlinked) +
+                      " pointers arrived as names the links could not resolve on this rank; they were set to null" +
+                      where));
+  return nullptr;
+}
+
+}  // namespace detail
+
+/// @brief Moves the objects of T (and its subclasses) that `destination` sends elsewhere to their
+/// ranks; see the file comment. @p destination: `SOAHEAP_HD int operator()(T* object) const`, the
+/// rank the object belongs to now (this rank: it stays). @p links: see links.cuh.
+/// @throw invalid_argument for a destination that is no rank; usage_error for pointers that could
+///        not be translated or resolved; out_of_memory when the receiving heap is full. In every
+///        case the exchange has completed on all ranks, and objects that could not leave stayed.
+template <class T, class HeapT, class Destination, class Links = NoLinks>
+MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& destination, const Links& links = Links{}) {
+  const auto start = std::chrono::steady_clock::now();
+  heap.synchronize();  // earlier errors surface before anything moves
+  MigrationStats stats;
+  stats.sent_to.assign(static_cast<std::size_t>(transport.size()), 0);
+  stats.received_from.assign(static_cast<std::size_t>(transport.size()), 0);
+  std::exception_ptr first_error;
+  HeapT::View::template for_each_concrete_subclass<T>([&](auto tag) {
+    using C = soaheap::detail::tag_type_t<decltype(tag)>;
+    const std::exception_ptr error = detail::migrate_class<T, C>(heap, transport, destination, links, stats);
+    if (!first_error) first_error = error;
+  });
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (first_error) std::rethrow_exception(first_error);
+  return stats;
+}
+
+}  // namespace soaheap::distributed
