@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace soaheap::distributed {
@@ -226,6 +227,17 @@ std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destin
   return nullptr;
 }
 
+/// Host-side f(static_cast<C*>(nullptr)) for each concrete class C of the heap that is T or derives
+/// from T (the view's version is host-device, which host-only bodies cannot be called from).
+template <class T, class C, class Function>
+void visit_if_concrete_subclass(Function& f) {
+  if constexpr (std::is_base_of_v<T, C> && !C::kAbstract) f(static_cast<C*>(nullptr));
+}
+template <class T, class... Classes, class Function>
+void for_each_concrete_subclass(const Heap<Classes...>&, Function&& f) {
+  (visit_if_concrete_subclass<T, Classes>(f), ...);
+}
+
 }  // namespace detail
 
 /// @brief Moves the objects of T (and its subclasses) that `destination` sends elsewhere to their
@@ -242,8 +254,8 @@ MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& des
   stats.sent_to.assign(static_cast<std::size_t>(transport.size()), 0);
   stats.received_from.assign(static_cast<std::size_t>(transport.size()), 0);
   std::exception_ptr first_error;
-  HeapT::View::template for_each_concrete_subclass<T>([&](auto tag) {
-    using C = soaheap::detail::tag_type_t<decltype(tag)>;
+  detail::for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+    using C = std::remove_pointer_t<decltype(tag)>;
     const std::exception_ptr error = detail::migrate_class<T, C>(heap, transport, destination, links, stats);
     if (!first_error) first_error = error;
   });
