@@ -38,6 +38,24 @@ struct MigrationCounters {
   std::int64_t first_untranslated_field;  ///< field index (in all_field_types_t order), -1 if none
 };
 
+/// counters[key] += 1 for the calling thread; returns the value before its own increment. On the
+/// GPU the active lanes of a warp that share a key make one atomic together (with two ranks every
+/// leaving object has the same key: one atomic per warp instead of one per object).
+SOAHEAP_HD inline std::uint64_t aggregated_increment(std::uint64_t* counters, int key) {
+#if SOAHEAP_DEVICE_CODE
+  const unsigned active = __activemask();
+  const unsigned peers = __match_any_sync(active, key);
+  const int leader = __ffs(peers) - 1;
+  const unsigned lane = threadIdx.x % 32u;
+  std::uint64_t base = 0;
+  if (static_cast<int>(lane) == leader) base = atomic_fetch_add(&counters[key], static_cast<std::uint64_t>(__popc(peers)));
+  base = __shfl_sync(peers, base, leader);
+  return base + static_cast<std::uint64_t>(__popc(peers & ((1u << lane) - 1u)));
+#else
+  return atomic_fetch_add(&counters[key], 1);
+#endif
+}
+
 /// Byte layout of n objects of C in a message.
 template <class C>
 struct WireLayout {
@@ -134,7 +152,7 @@ struct SurveyKernel {
                      static_cast<std::uint64_t>(std::int64_t{-1}), static_cast<std::uint64_t>(std::int64_t{field}));
         } else {
           decision = target;
-          atomic_fetch_add(&per_rank[target], 1);
+          aggregated_increment(per_rank, target);
         }
       }
     }
@@ -162,7 +180,7 @@ struct PackKernel {
     if (target == kStays) return;
     const std::uint64_t block = blocks[tid / kCapacity];
     const int slot = static_cast<int>(tid % kCapacity);
-    const std::uint64_t position = atomic_fetch_add(&cursors[target], 1);
+    const std::uint64_t position = aggregated_increment(cursors, target);
     pack(view.data_address(block), slot, buffer + message_offsets[target], per_rank[target], position,
          std::make_integer_sequence<int, FieldList::size>{});
     view.release_slots(block, std::uint64_t{1} << slot);

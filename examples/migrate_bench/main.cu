@@ -1,0 +1,202 @@
+// Migration benchmark: every rank holds objects/ranks Item objects (48 bytes, like a particle);
+// each iteration updates every item once (a streaming parallel_do, the iteration's own work) and
+// then migrates a given fraction of them, chosen by a counter-based hash of (id, iteration), to
+// the next rank. Prints one JSON line: the time of the work and of the migrations, their share of
+// the iteration, and objects and bytes moved per rank. The item count is checked after every
+// migration (sum over the ranks) and the ids' sum at the end.
+//
+// `--ranks N` runs N ranks as threads of this process (on one GPU they share it: the figures then
+// include both ranks' work); `--transport nccl` one rank per MPI process and GPU.
+
+#include "examples/common/counter_hash.cuh"
+#include "examples/harness/harness.hpp"
+
+#include <soaheap/distributed/local_group.hpp>
+#include <soaheap/distributed/migrate.cuh>
+#include <soaheap/soaheap.cuh>
+#if SOAHEAP_HAS_NCCL
+#include <soaheap/distributed/nccl_transport.hpp>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace migrate_bench {
+
+namespace dist = soaheap::distributed;
+
+class Item : public soaheap::Object<Item> {
+ public:
+  using FieldTypes = soaheap::fields<std::uint64_t, double, double, double, float, std::uint32_t>;
+  static constexpr const char* kName = "Item";
+  soaheap::Field<Item, 0> id;
+  soaheap::Field<Item, 1> x;
+  soaheap::Field<Item, 2> y;
+  soaheap::Field<Item, 3> z;
+  soaheap::Field<Item, 4> weight;
+  soaheap::Field<Item, 5> tag;
+
+  SOAHEAP_HD Item(std::uint64_t i, std::uint64_t first) {
+    id = first + i;
+    x = static_cast<double>(i);
+    y = 0.5 * static_cast<double>(i);
+    z = 0;
+    weight = 1.0f;
+    tag = static_cast<std::uint32_t>(i);
+  }
+  /// The iteration's work: reads and writes every field once.
+  SOAHEAP_HD void advance(double step) {
+    x = x + step;
+    y = y * 0.999 + step;
+    z = z + x * 1e-9;
+    weight = weight * 0.9999f + 1e-4f;
+  }
+};
+
+using BenchHeap = soaheap::Heap<Item>;
+
+/// Sends a fraction (in millionths) of the items to the next rank.
+struct NextRankSometimes {
+  std::uint64_t iteration;
+  std::uint64_t millionths;
+  int rank;
+  int ranks;
+  SOAHEAP_HD int operator()(Item* item) const {
+    const std::uint64_t roll = soaheap_app::hash4(iteration, 7, item->id, 0) % 1000000u;
+    return roll < millionths ? (rank + 1) % ranks : rank;
+  }
+};
+
+struct Options {
+  std::uint64_t objects = 0;
+  int iterations = 0;
+  double fraction = 0;
+  soaheap::Backend backend{};
+};
+
+struct RankResult {
+  double work_seconds = 0;
+  double migration_seconds = 0;
+  double setup_seconds = 0;
+  dist::MigrationStats migration;
+  std::uint64_t count_errors = 0;
+  std::uint64_t id_sum = 0;  ///< summed over the ranks
+  std::uint64_t items = 0;   ///< summed over the ranks
+};
+
+RankResult run_rank(const Options& options, dist::Transport& transport) {
+  using clock = std::chrono::steady_clock;
+  const auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  const auto start = clock::now();
+  const int rank = transport.rank(), ranks = transport.size();
+  const std::uint64_t share = options.objects / static_cast<std::uint64_t>(ranks);
+  soaheap::HeapOptions heap_options;
+  heap_options.backend = options.backend;
+  // Room for the share and what arrives before the share's own leavers are freed.
+  heap_options.objects = share + share / 8 + static_cast<std::uint64_t>(options.fraction * 2 * static_cast<double>(share)) + 64 * 64;
+  BenchHeap heap(heap_options);
+  heap.parallel_new<Item>(share, static_cast<std::uint64_t>(rank) * share);
+  heap.synchronize();
+  RankResult result;
+  result.setup_seconds = seconds_since(start);
+  result.migration.sent_to.assign(static_cast<std::size_t>(ranks), 0);
+  result.migration.received_from.assign(static_cast<std::size_t>(ranks), 0);
+  const auto millionths = static_cast<std::uint64_t>(options.fraction * 1e6 + 0.5);
+  for (int it = 0; it < options.iterations; ++it) {
+    const auto work_start = clock::now();
+    heap.parallel_do<Item, &Item::advance>(1e-3);
+    heap.synchronize();
+    result.work_seconds += seconds_since(work_start);
+    const dist::MigrationStats step = dist::migrate<Item>(
+        heap, transport, NextRankSometimes{static_cast<std::uint64_t>(it), millionths, rank, ranks});
+    result.migration_seconds += step.seconds;
+    result.migration += step;
+  }
+  // Checks (not timed): the item count after the run and the ids' sum.
+  std::uint64_t totals[2] = {heap.count<Item>(), 0};
+  heap.for_each<Item>([&](const Item* item) { totals[1] += item->id; });
+  transport.all_reduce_sum(totals, 2);
+  result.items = totals[0];
+  result.id_sum = totals[1];
+  return result;
+}
+
+}  // namespace migrate_bench
+
+namespace {
+
+int run_app(int argc, char** argv) {
+  soaheap_app::Cli cli("Migration benchmark: a fraction of the objects moves to the next rank every iteration");
+  migrate_bench::Options options;
+  options.objects = 1 << 20;
+  options.iterations = 20;
+  options.fraction = 0.01;
+  std::string backend_name;
+  int ranks = 2;
+  std::string transport_name = "local";
+  cli.option("--objects", options.objects, "objects over all ranks", 1ull, 1ull << 34);
+  cli.option("--iterations", options.iterations, "iterations", 1, 100000);
+  cli.option("--fraction", options.fraction, "fraction of each rank's objects that migrates per iteration", 0.0, 1.0);
+  cli.option("--ranks", ranks, "in-process ranks (transport local)", 1, 64);
+  cli.choice("--transport", transport_name, "local: --ranks threads of this process; nccl: one rank per MPI process",
+             {"local", "nccl"});
+  cli.backend(backend_name, soaheap::cuda_available());
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  options.backend = soaheap::parse_backend(backend_name);
+
+  std::vector<migrate_bench::RankResult> results;
+  int rank_count = ranks;
+  if (transport_name == "nccl") {
+#if SOAHEAP_HAS_NCCL
+    soaheap::distributed::MpiSession mpi(argc, argv);
+    soaheap::distributed::NcclTransport transport(mpi);
+    rank_count = transport.size();
+    const migrate_bench::RankResult mine = migrate_bench::run_rank(options, transport);
+    if (transport.rank() != 0) return 0;
+    results.assign(1, mine);  // rank 0's figures
+#else
+    throw soaheap::invalid_argument("migrate_bench: --transport nccl: this build has no NCCL transport (docs/distributed.md)");
+#endif
+  } else {
+    soaheap::distributed::LocalGroup group(ranks, options.backend);
+    results.resize(static_cast<std::size_t>(ranks));
+    group.run([&](soaheap::distributed::Transport& transport) {
+      results[static_cast<std::size_t>(transport.rank())] = migrate_bench::run_rank(options, transport);
+    });
+  }
+  const std::uint64_t share = options.objects / static_cast<std::uint64_t>(rank_count);
+  const std::uint64_t total = share * static_cast<std::uint64_t>(rank_count);
+  const std::uint64_t expected_id_sum = total * (total - 1) / 2;
+  soaheap_app::Result line;
+  line["app"] = "migrate_bench";
+  line["backend"] = backend_name;
+  line["transport"] = transport_name;
+  line["ranks"] = rank_count;
+  line["objects"] = total;
+  line["iterations"] = options.iterations;
+  line["fraction"] = options.fraction;
+  std::vector<double> work, migration, share_of_iteration, sent, bytes;
+  for (const migrate_bench::RankResult& r : results) {
+    work.push_back(r.work_seconds / options.iterations);
+    migration.push_back(r.migration_seconds / options.iterations);
+    share_of_iteration.push_back(r.migration_seconds / std::max(1e-12, r.work_seconds + r.migration_seconds));
+    sent.push_back(static_cast<double>(r.migration.sent) / options.iterations);
+    bytes.push_back(static_cast<double>(r.migration.bytes_sent) / options.iterations);
+  }
+  line["work_s_per_iteration"] = work;
+  line["migration_s_per_iteration"] = migration;
+  line["migration_share"] = share_of_iteration;
+  line["sent_per_iteration"] = sent;
+  line["bytes_per_iteration"] = bytes;
+  const bool passed = results.front().items == total && results.front().id_sum == expected_id_sum;
+  line["self_check"] = passed ? "passed" : "failed";
+  line.print();
+  return passed ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return soaheap_app::run_main("migrate_bench", [&] { return run_app(argc, argv); }); }
