@@ -1,4 +1,4 @@
-// Migration benchmark: every rank holds objects/ranks Item objects (48 bytes, like a particle);
+// Migration benchmark: every rank holds objects/ranks Item objects (40 bytes, like a particle);
 // each iteration updates every item once (a streaming parallel_do, the iteration's own work) and
 // then migrates a given fraction of them, chosen by a counter-based hash of (id, iteration), to
 // the next rank. Prints one JSON line: the time of the work and of the migrations, their share of
@@ -9,14 +9,10 @@
 // include both ranks' work); `--transport nccl` one rank per MPI process and GPU.
 
 #include "examples/common/counter_hash.cuh"
-#include "examples/harness/harness.hpp"
+#include "examples/common/ranks.cuh"
 
-#include <soaheap/distributed/local_group.hpp>
 #include <soaheap/distributed/migrate.cuh>
 #include <soaheap/soaheap.cuh>
-#if SOAHEAP_HAS_NCCL
-#include <soaheap/distributed/nccl_transport.hpp>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -30,29 +26,24 @@ namespace dist = soaheap::distributed;
 
 class Item : public soaheap::Object<Item> {
  public:
-  using FieldTypes = soaheap::fields<std::uint64_t, double, double, double, float, std::uint32_t>;
+  using FieldTypes = soaheap::fields<std::uint64_t, soaheap::array<double, 3>, float, std::uint32_t>;
   static constexpr const char* kName = "Item";
   soaheap::Field<Item, 0> id;
-  soaheap::Field<Item, 1> x;
-  soaheap::Field<Item, 2> y;
-  soaheap::Field<Item, 3> z;
-  soaheap::Field<Item, 4> weight;
-  soaheap::Field<Item, 5> tag;
+  soaheap::Field<Item, 1> position;
+  soaheap::Field<Item, 2> weight;
+  soaheap::Field<Item, 3> tag;
 
   SOAHEAP_HD Item(std::uint64_t i, std::uint64_t first) {
     id = first + i;
-    x = static_cast<double>(i);
-    y = 0.5 * static_cast<double>(i);
-    z = 0;
+    for (int k = 0; k < 3; ++k) position[k] = static_cast<double>(i) * (k + 1);
     weight = 1.0f;
     tag = static_cast<std::uint32_t>(i);
   }
-  /// The iteration's work: reads and writes every field once.
+  /// The iteration's work: reads and writes every field but the id once.
   SOAHEAP_HD void advance(double step) {
-    x = x + step;
-    y = y * 0.999 + step;
-    z = z + x * 1e-9;
+    for (int k = 0; k < 3; ++k) position[k] = position[k] * 0.999 + step;
     weight = weight * 0.9999f + 1e-4f;
+    tag = tag + 1;
   }
 };
 
@@ -135,63 +126,41 @@ int run_app(int argc, char** argv) {
   options.iterations = 20;
   options.fraction = 0.01;
   std::string backend_name;
-  int ranks = 2;
-  std::string transport_name = "local";
-  cli.option("--objects", options.objects, "objects over all ranks", 1ull, 1ull << 34);
+  soaheap_app::RankOptions ranks;
+  ranks.ranks = 2;
+  cli.option("--objects", options.objects, "objects over all ranks", 1ul, 1ul << 34);
   cli.option("--iterations", options.iterations, "iterations", 1, 100000);
   cli.option("--fraction", options.fraction, "fraction of each rank's objects that migrates per iteration", 0.0, 1.0);
-  cli.option("--ranks", ranks, "in-process ranks (transport local)", 1, 64);
-  cli.choice("--transport", transport_name, "local: --ranks threads of this process; nccl: one rank per MPI process",
-             {"local", "nccl"});
+  soaheap_app::add_rank_options(cli, ranks);
   cli.backend(backend_name, soaheap::cuda_available());
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   options.backend = soaheap::parse_backend(backend_name);
 
-  std::vector<migrate_bench::RankResult> results;
-  int rank_count = ranks;
-  if (transport_name == "nccl") {
-#if SOAHEAP_HAS_NCCL
-    soaheap::distributed::MpiSession mpi(argc, argv);
-    soaheap::distributed::NcclTransport transport(mpi);
-    rank_count = transport.size();
-    const migrate_bench::RankResult mine = migrate_bench::run_rank(options, transport);
-    if (transport.rank() != 0) return 0;
-    results.assign(1, mine);  // rank 0's figures
-#else
-    throw soaheap::invalid_argument("migrate_bench: --transport nccl: this build has no NCCL transport (docs/distributed.md)");
-#endif
-  } else {
-    soaheap::distributed::LocalGroup group(ranks, options.backend);
-    results.resize(static_cast<std::size_t>(ranks));
-    group.run([&](soaheap::distributed::Transport& transport) {
-      results[static_cast<std::size_t>(transport.rank())] = migrate_bench::run_rank(options, transport);
-    });
-  }
-  const std::uint64_t share = options.objects / static_cast<std::uint64_t>(rank_count);
-  const std::uint64_t total = share * static_cast<std::uint64_t>(rank_count);
-  const std::uint64_t expected_id_sum = total * (total - 1) / 2;
   soaheap_app::Result line;
   line["app"] = "migrate_bench";
   line["backend"] = backend_name;
-  line["transport"] = transport_name;
-  line["ranks"] = rank_count;
-  line["objects"] = total;
+  bool passed = false;
+  const auto figures = soaheap_app::run_ranks(
+      ranks, options.backend, argc, argv, line,
+      [&](soaheap::distributed::Transport& transport, soaheap_app::Result* rank0_line) -> std::vector<double> {
+        const migrate_bench::RankResult r = migrate_bench::run_rank(options, transport);
+        if (rank0_line != nullptr) {  // the checks' sums are the same on every rank
+          const std::uint64_t total = options.objects / static_cast<std::uint64_t>(transport.size()) *
+                                      static_cast<std::uint64_t>(transport.size());
+          (*rank0_line)["objects"] = total;
+          passed = r.items == total && r.id_sum == total * (total - 1) / 2;
+        }
+        const double iterations = options.iterations;
+        return {r.work_seconds / iterations, r.migration_seconds / iterations,
+                r.migration_seconds / std::max(1e-12, r.work_seconds + r.migration_seconds),
+                static_cast<double>(r.migration.sent) / iterations, static_cast<double>(r.migration.bytes_sent) / iterations};
+      });
+  if (!figures) return 0;  // an NCCL rank other than 0: rank 0 prints
   line["iterations"] = options.iterations;
   line["fraction"] = options.fraction;
-  std::vector<double> work, migration, share_of_iteration, sent, bytes;
-  for (const migrate_bench::RankResult& r : results) {
-    work.push_back(r.work_seconds / options.iterations);
-    migration.push_back(r.migration_seconds / options.iterations);
-    share_of_iteration.push_back(r.migration_seconds / std::max(1e-12, r.work_seconds + r.migration_seconds));
-    sent.push_back(static_cast<double>(r.migration.sent) / options.iterations);
-    bytes.push_back(static_cast<double>(r.migration.bytes_sent) / options.iterations);
-  }
-  line["work_s_per_iteration"] = work;
-  line["migration_s_per_iteration"] = migration;
-  line["migration_share"] = share_of_iteration;
-  line["sent_per_iteration"] = sent;
-  line["bytes_per_iteration"] = bytes;
-  const bool passed = results.front().items == total && results.front().id_sum == expected_id_sum;
+  soaheap_app::add_rank_lists(line, {"work_s_per_iteration", "migration_s_per_iteration", "migration_share",
+                                     "sent_per_iteration", "bytes_per_iteration"},
+                              *figures);
   line["self_check"] = passed ? "passed" : "failed";
   line.print();
   return passed ? 0 : 1;

@@ -17,22 +17,17 @@
 // --transport nccl`), when this build has NCCL and MPI (SOAHEAP_HAS_NCCL).
 
 #include "examples/common/counter_hash.cuh"
-#include "examples/harness/harness.hpp"
+#include "examples/common/ranks.cuh"
 
-#include <soaheap/distributed/local_group.hpp>
 #include <soaheap/distributed/migrate.cuh>
+#include <soaheap/distributed/row_halo.hpp>
 #include <soaheap/soaheap.cuh>
-#if SOAHEAP_HAS_NCCL
-#include <soaheap/distributed/nccl_transport.hpp>
-#endif
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -62,17 +57,7 @@ class Cell : public soaheap::Object<Cell> {
   SOAHEAP_HD void reset() { count = 0; }
 };
 
-/// Which rank owns which rows: rank r owns [r·H/N, (r+1)·H/N).
-struct Slabs {
-  std::uint32_t height;
-  int ranks;
-  SOAHEAP_HD int owner(std::uint32_t row) const {
-    return static_cast<int>(static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(ranks) / height);
-  }
-  SOAHEAP_HD std::uint32_t first_row(int rank) const {
-    return static_cast<std::uint32_t>((static_cast<std::uint64_t>(rank) * height + ranks - 1) / ranks);
-  }
-};
+using Slabs = dist::RowSlabs;
 
 /// A rank's cells: its rows and the halo rows, as a table of pointers in the heap's memory.
 struct Grid {
@@ -86,25 +71,23 @@ struct Grid {
   }
 };
 
+/// The rules of one step for one particle, shared by the heap's method and the host replay.
+struct State {
+  double x, y, vx, vy;
+};
+
 class Particle : public soaheap::Object<Particle> {
  public:
-  using FieldTypes = soaheap::fields<std::uint64_t, double, double, double, double, Cell*>;
+  using FieldTypes = soaheap::fields<std::uint64_t, soaheap::array<double, 2>, soaheap::array<double, 2>, Cell*>;
   static constexpr const char* kName = "Particle";
   soaheap::Field<Particle, 0> id;
-  soaheap::Field<Particle, 1> x;
-  soaheap::Field<Particle, 2> y;
-  soaheap::Field<Particle, 3> vx;
-  soaheap::Field<Particle, 4> vy;
-  soaheap::Field<Particle, 5> cell;
+  soaheap::Field<Particle, 1> position;  ///< x, y in cells
+  soaheap::Field<Particle, 2> velocity;  ///< cells per step
+  soaheap::Field<Particle, 3> cell;
 
-  SOAHEAP_HD Particle(std::uint64_t new_id, double new_x, double new_y, double new_vx, double new_vy, Cell* new_cell) {
-    id = new_id;
-    x = new_x;
-    y = new_y;
-    vx = new_vx;
-    vy = new_vy;
-    cell = new_cell;
-  }
+  SOAHEAP_HD Particle(std::uint64_t new_id, const State& state, Cell* new_cell);
+  SOAHEAP_HD State state() const;
+  SOAHEAP_HD void set_state(const State& state);
   SOAHEAP_HD void count_in_cell() {
     soaheap::detail::atomic_fetch_add(cell->count.address(), 1);
   }
@@ -112,10 +95,6 @@ class Particle : public soaheap::Object<Particle> {
   SOAHEAP_HD void add_fingerprint(std::uint64_t* sum);
 };
 
-/// The rules of one step for one particle, shared by the heap's method and the host replay.
-struct State {
-  double x, y, vx, vy;
-};
 // Rounded products and sums that the device compiler may not fuse into an FMA (the host compiler
 // does not either), so that the GPU and the host replay compute the same bits.
 SOAHEAP_HD inline double mul(double a, double b) {
@@ -169,16 +148,25 @@ SOAHEAP_HD inline std::uint64_t fingerprint(std::uint64_t id, State s) {
   return soaheap_app::hash4(id, words[0] ^ (words[2] << 1), words[1], words[3]);
 }
 
+SOAHEAP_HD inline Particle::Particle(std::uint64_t new_id, const State& state, Cell* new_cell) {
+  id = new_id;
+  set_state(state);
+  cell = new_cell;
+}
+SOAHEAP_HD inline State Particle::state() const { return State{position[0], position[1], velocity[0], velocity[1]}; }
+SOAHEAP_HD inline void Particle::set_state(const State& state) {
+  position[0] = state.x;
+  position[1] = state.y;
+  velocity[0] = state.vx;
+  velocity[1] = state.vy;
+}
 SOAHEAP_HD inline void Particle::move(Grid grid, std::uint64_t seed, std::uint64_t step) {
-  const State next = advance(State{x, y, vx, vy}, id, cell->count, seed, step, grid.width, grid.height);
-  x = next.x;
-  y = next.y;
-  vx = next.vx;
-  vy = next.vy;
+  const State next = advance(state(), id, cell->count, seed, step, grid.width, grid.height);
+  set_state(next);
   cell = grid.cell_at(static_cast<std::uint32_t>(next.y), static_cast<std::uint32_t>(next.x));
 }
 SOAHEAP_HD inline void Particle::add_fingerprint(std::uint64_t* sum) {
-  soaheap::detail::atomic_fetch_add(sum, fingerprint(id, State{x, y, vx, vy}));
+  soaheap::detail::atomic_fetch_add(sum, fingerprint(id, state()));
 }
 
 using ParticleHeap = soaheap::Heap<Cell, Particle>;
@@ -194,7 +182,7 @@ struct CreateOwned {
     const State s = initial_state(id, seed, grid.width, grid.height);
     const auto row = static_cast<std::uint32_t>(s.y);
     if (slabs.owner(row) != rank) return;
-    new (view) Particle(id, s.x, s.y, s.vx, s.vy, grid.cell_at(row, static_cast<std::uint32_t>(s.x)));
+    new (view) Particle(id, s, grid.cell_at(row, static_cast<std::uint32_t>(s.x)));
   }
 };
 
@@ -225,7 +213,7 @@ struct Options {
   soaheap::Backend backend{};
 };
 
-/// What one rank reports.
+/// What one rank reports: its figures, and the totals over all ranks.
 struct RankResult {
   std::uint64_t particles = 0;        ///< at the end
   std::uint64_t fingerprint = 0;      ///< summed over all ranks
@@ -316,14 +304,11 @@ int run_app(int argc, char** argv) {
   soaheap_app::Cli cli("Particles in a box over row slabs of ranks, migrating with soaheap::distributed::migrate; "
                        "--size is the box side in cells",
                        soaheap_app::AppDefaults{32, 2048, 40, 200}, soaheap::cuda_available());
-  int ranks = 1;
   int particles_per_cell = 4;
-  std::string transport_name = "local";
   bool skip_check = false;
-  cli.option("--ranks", ranks, "in-process ranks (transport local)", 1, 64);
+  soaheap_app::RankOptions ranks;
+  soaheap_app::add_rank_options(cli, ranks);
   cli.option("--particles-per-cell", particles_per_cell, "particles per cell at the start", 1, 1024);
-  cli.choice("--transport", transport_name, "local: --ranks threads of this process; nccl: one rank per MPI process",
-             {"local", "nccl"});
   cli.flag("--no-check", skip_check, "skip the comparison with a single-thread host replay (large runs)");
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   const soaheap_app::AppOptions common = cli.options();
@@ -334,80 +319,41 @@ int run_app(int argc, char** argv) {
   options.seed = common.seed;
   options.backend = common.backend;
 
-  std::vector<particles::RankResult> results;
-  int rank_count = ranks;
-  if (transport_name == "nccl") {
-#if SOAHEAP_HAS_NCCL
-    soaheap::distributed::MpiSession mpi(argc, argv);
-    soaheap::distributed::NcclTransport transport(mpi);
-    if (options.backend != soaheap::Backend::cuda) throw soaheap::invalid_argument("soaheap: --transport nccl needs --backend cuda");
-    rank_count = transport.size();
-    const particles::RankResult mine = particles::run_rank(options, transport);
-    // Every rank's figures to rank 0, in rank slots of a sum.
-    std::vector<std::uint64_t> slots(4 * static_cast<std::size_t>(rank_count), 0);
-    const auto r = static_cast<std::size_t>(transport.rank());
-    slots[4 * r + 0] = mine.migration.sent;
-    slots[4 * r + 1] = mine.migration.bytes_sent;
-    slots[4 * r + 2] = static_cast<std::uint64_t>(mine.migration.seconds * 1e9);
-    slots[4 * r + 3] = mine.particles;
-    transport.all_reduce_sum(slots.data(), static_cast<int>(slots.size()));
-    if (transport.rank() != 0) return 0;
-    results.resize(static_cast<std::size_t>(rank_count), mine);
-    for (std::size_t k = 0; k < results.size(); ++k) {
-      results[k].migration.sent = slots[4 * k + 0];
-      results[k].migration.bytes_sent = slots[4 * k + 1];
-      results[k].migration.seconds = static_cast<double>(slots[4 * k + 2]) * 1e-9;
-      results[k].particles = slots[4 * k + 3];
-    }
-#else
-    throw soaheap::invalid_argument("soaheap: --transport nccl: this build has no NCCL transport (configure with NCCL and MPI: docs/distributed.md)");
-#endif
-  } else {
-    soaheap::distributed::LocalGroup group(ranks, options.backend);
-    results.resize(static_cast<std::size_t>(ranks));
-    group.run([&](soaheap::distributed::Transport& transport) {
-      results[static_cast<std::size_t>(transport.rank())] = particles::run_rank(options, transport);
-    });
-  }
-
-  const particles::RankResult& first = results.front();
   soaheap_app::Result line;
   line["app"] = "particles";
   line["backend"] = std::string(soaheap::to_string(options.backend));
-  line["transport"] = transport_name;
-  line["ranks"] = rank_count;
+  bool passed = false;
+  const auto figures = soaheap_app::run_ranks(
+      ranks, options.backend, argc, argv, line,
+      [&](soaheap::distributed::Transport& transport, soaheap_app::Result* rank0_line) -> std::vector<double> {
+        const particles::RankResult result = particles::run_rank(options, transport);
+        if (rank0_line != nullptr) {  // the totals are the same on every rank
+          soaheap_app::Result& out = *rank0_line;
+          out["particles"] = result.total_particles;
+          out["fingerprint"] = std::to_string(result.fingerprint);
+          passed = result.total_particles == options.particles;
+          if (!skip_check) {
+            const auto check_start = std::chrono::steady_clock::now();
+            const std::uint64_t expected = particles::reference_fingerprint(options);
+            passed = passed && expected == result.fingerprint;
+            out["reference_fingerprint"] = std::to_string(expected);
+            out["check_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
+          }
+        }
+        return {result.total_seconds, result.setup_seconds, static_cast<double>(result.migration.sent),
+                static_cast<double>(result.migration.bytes_sent), result.migration.seconds,
+                static_cast<double>(result.particles)};
+      });
+  if (!figures) return 0;  // an NCCL rank other than 0: rank 0 prints
   line["size"] = common.size;
   line["iterations"] = common.iterations;
   line["seed"] = common.seed;
-  line["particles"] = first.total_particles;
-  double total = 0;
-  double setup = 0;
-  std::vector<double> migrated, bytes, seconds, per_rank_particles;
-  for (const particles::RankResult& r : results) {
-    total = std::max(total, r.total_seconds);
-    setup = std::max(setup, r.setup_seconds);
-    migrated.push_back(static_cast<double>(r.migration.sent));
-    bytes.push_back(static_cast<double>(r.migration.bytes_sent));
-    seconds.push_back(r.migration.seconds);
-    per_rank_particles.push_back(static_cast<double>(r.particles));
-  }
-  line["total_time_s"] = total;
-  line["setup_time_s"] = setup;
-  line["migrated_objects"] = migrated;
-  line["migrated_bytes"] = bytes;
-  line["migration_time_s"] = seconds;
-  line["rank_particles"] = per_rank_particles;
-  line["fingerprint"] = std::to_string(first.fingerprint);
-  bool passed = first.total_particles == options.particles;
-  const bool check = !skip_check;
-  if (check) {
-    const auto check_start = std::chrono::steady_clock::now();
-    const std::uint64_t expected = particles::reference_fingerprint(options);
-    passed = passed && expected == first.fingerprint;
-    line["reference_fingerprint"] = std::to_string(expected);
-    line["check_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
-  }
-  line["self_check"] = check ? (passed ? "passed" : "failed") : "skipped";
+  line["total_time_s"] = soaheap_app::max_over_ranks(*figures, 0);
+  line["setup_time_s"] = soaheap_app::max_over_ranks(*figures, 1);
+  soaheap_app::add_rank_lists(line, {"rank_total_time_s", "rank_setup_time_s", "migrated_objects", "migrated_bytes",
+                                     "migration_time_s", "rank_particles"},
+                              *figures);
+  line["self_check"] = skip_check ? "skipped" : (passed ? "passed" : "failed");
   line.print();
   return passed ? 0 : 1;
 }

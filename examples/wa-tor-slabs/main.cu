@@ -22,16 +22,12 @@
 // `--ranks N`: N ranks as threads of this process (LocalGroup); `--transport nccl`: one rank per
 // MPI process and GPU (mpirun -np N wa-tor-slabs --transport nccl), when built with NCCL and MPI.
 
-#include "examples/harness/harness.hpp"
+#include "examples/common/ranks.cuh"
 #include "examples/wa-tor/rules.cuh"
 
-#include <soaheap/distributed/local_group.hpp>
 #include <soaheap/distributed/migrate.cuh>
 #include <soaheap/distributed/row_halo.hpp>
 #include <soaheap/soaheap.cuh>
-#if SOAHEAP_HAS_NCCL
-#include <soaheap/distributed/nccl_transport.hpp>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -238,17 +234,7 @@ SOAHEAP_HD inline std::uint8_t Cell::occupant_kind() const {
   return soaheap::detail::class_id_of(soaheap::detail::object_bits_of(occupant)) == View::class_id<Fish> ? kFish : kShark;
 }
 
-/// Row bands: rank r owns rows [r·H/N, (r+1)·H/N) (rounded up).
-struct Slabs {
-  std::uint32_t height;
-  int ranks;
-  SOAHEAP_HD int owner(std::uint32_t row) const {
-    return static_cast<int>(static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(ranks) / height);
-  }
-  SOAHEAP_HD std::uint32_t first_row(int rank) const {
-    return static_cast<std::uint32_t>((static_cast<std::uint64_t>(rank) * height + ranks - 1) / ranks);
-  }
-};
+using Slabs = dist::RowSlabs;
 
 /// A rank's table of cells: with halos, table row 0 is the row above the band and the last table
 /// row the one below it; without (one rank), the table is the whole torus.
@@ -557,11 +543,8 @@ int run_app(int argc, char** argv) {
                        soaheap_app::AppDefaults{48, 4096, 60, 500}, soaheap::cuda_available());
   wator_slabs::Options options;
   wator::add_options(cli, options.rules);
-  int ranks = 1;
-  std::string transport_name = "local";
-  cli.option("--ranks", ranks, "in-process ranks (transport local)", 1, 64);
-  cli.choice("--transport", transport_name, "local: --ranks threads of this process; nccl: one rank per MPI process",
-             {"local", "nccl"});
+  soaheap_app::RankOptions ranks;
+  soaheap_app::add_rank_options(cli, ranks);
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   const soaheap_app::AppOptions common = cli.options();
   options.side = static_cast<std::uint32_t>(common.size);
@@ -570,77 +553,41 @@ int run_app(int argc, char** argv) {
   options.backend = common.backend;
   options.check = options.side <= kReferenceMaxSide;
 
-  std::vector<wator_slabs::RankResult> results;
-  int rank_count = ranks;
-  if (transport_name == "nccl") {
-#if SOAHEAP_HAS_NCCL
-    soaheap::distributed::MpiSession mpi(argc, argv);
-    soaheap::distributed::NcclTransport transport(mpi);
-    rank_count = transport.size();
-    wator_slabs::Rank rank(options, transport);
-    const wator_slabs::RankResult mine = rank.run();
-    std::vector<std::uint64_t> slots(4 * static_cast<std::size_t>(rank_count), 0);
-    const auto r = static_cast<std::size_t>(transport.rank());
-    slots[4 * r + 0] = mine.migration.sent;
-    slots[4 * r + 1] = mine.migration.bytes_sent;
-    slots[4 * r + 2] = static_cast<std::uint64_t>(mine.migration.seconds * 1e9);
-    slots[4 * r + 3] = static_cast<std::uint64_t>(mine.total_seconds * 1e9);
-    transport.all_reduce_sum(slots.data(), static_cast<int>(slots.size()));
-    if (transport.rank() != 0) return 0;
-    results.assign(static_cast<std::size_t>(rank_count), mine);
-    for (std::size_t k = 0; k < results.size(); ++k) {
-      results[k].migration.sent = slots[4 * k + 0];
-      results[k].migration.bytes_sent = slots[4 * k + 1];
-      results[k].migration.seconds = static_cast<double>(slots[4 * k + 2]) * 1e-9;
-      results[k].total_seconds = static_cast<double>(slots[4 * k + 3]) * 1e-9;
-    }
-#else
-    throw soaheap::invalid_argument("wa-tor-slabs: --transport nccl: this build has no NCCL transport (docs/distributed.md)");
-#endif
-  } else {
-    soaheap::distributed::LocalGroup group(ranks, options.backend);
-    results.resize(static_cast<std::size_t>(ranks));
-    group.run([&](soaheap::distributed::Transport& transport) {
-      wator_slabs::Rank rank(options, transport);
-      results[static_cast<std::size_t>(transport.rank())] = rank.run();
-    });
-  }
-
-  const wator_slabs::RankResult& first = results.front();
   soaheap_app::Result line;
   line["app"] = "wa-tor-slabs";
   line["backend"] = std::string(soaheap::to_string(options.backend));
-  line["transport"] = transport_name;
-  line["ranks"] = rank_count;
+  bool passed = true;
+  const auto figures = soaheap_app::run_ranks(
+      ranks, options.backend, argc, argv, line,
+      [&](soaheap::distributed::Transport& transport, soaheap_app::Result* rank0_line) -> std::vector<double> {
+        wator_slabs::Rank rank(options, transport);
+        const wator_slabs::RankResult result = rank.run();
+        if (rank0_line != nullptr) {  // totals and the gathered grid are the same on every rank
+          soaheap_app::Result& out = *rank0_line;
+          out["fish"] = result.fish;
+          out["sharks"] = result.sharks;
+          if (options.check) {
+            const auto check_start = std::chrono::steady_clock::now();
+            const std::uint64_t mismatches = wator_slabs::compare(options, result.state);
+            out["self_check_mismatches"] = mismatches;
+            out["check_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
+            passed = mismatches == 0;
+          }
+        }
+        return {result.total_seconds, static_cast<double>(result.migration.sent),
+                static_cast<double>(result.migration.bytes_sent), result.migration.seconds, result.halo_seconds,
+                static_cast<double>(result.conservation_errors)};
+      });
+  if (!figures) return 0;  // an NCCL rank other than 0: rank 0 prints
   line["size"] = common.size;
   line["iterations"] = common.iterations;
   line["seed"] = common.seed;
-  line["fish"] = first.fish;
-  line["sharks"] = first.sharks;
-  double total = 0;
-  std::vector<double> migrated, bytes, seconds, halo;
-  std::uint64_t conservation_errors = 0;
-  for (const wator_slabs::RankResult& r : results) {
-    total = std::max(total, r.total_seconds);
-    migrated.push_back(static_cast<double>(r.migration.sent));
-    bytes.push_back(static_cast<double>(r.migration.bytes_sent));
-    seconds.push_back(r.migration.seconds);
-    halo.push_back(r.halo_seconds);
-    conservation_errors += r.conservation_errors;
-  }
-  line["total_time_s"] = total;
-  line["migrated_objects"] = migrated;
-  line["migrated_bytes"] = bytes;
-  line["migration_time_s"] = seconds;
-  line["halo_time_s"] = halo;
-  bool passed = true;
+  line["total_time_s"] = soaheap_app::max_over_ranks(*figures, 0);
+  soaheap_app::add_rank_lists(line, {"rank_total_time_s", "migrated_objects", "migrated_bytes", "migration_time_s",
+                                     "halo_time_s", "conservation_errors"},
+                              *figures);
   if (options.check) {
-    const auto check_start = std::chrono::steady_clock::now();
-    const std::uint64_t mismatches = wator_slabs::compare(options, first.state);
-    line["self_check_mismatches"] = mismatches;
-    line["conservation_errors"] = conservation_errors;
-    line["check_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
-    passed = mismatches == 0 && conservation_errors == 0;
+    for (const std::vector<double>& rank : *figures) passed = passed && rank[5] == 0;
   }
   line["self_check"] = options.check ? (passed ? "passed" : "failed") : "skipped";
   line.print();

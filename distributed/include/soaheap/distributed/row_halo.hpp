@@ -1,6 +1,6 @@
 #pragma once
 /// @file row_halo.hpp
-/// @brief RowHalo: the border-row exchange of the grid-of-cells pattern, for a grid split into row
+/// @brief RowSlabs and RowHalo: the row partition and the border-row exchange of the grid-of-cells pattern, for a grid split into row
 ///        slabs over the ranks of a Transport (rank r owns a band of rows; the ranks above and below
 ///        own the bands next to it, on a torus the first and last rank are neighbours too).
 ///
@@ -17,6 +17,7 @@
 /// With one rank there is nothing to exchange (a torus of one band wraps onto itself).
 /// The buffers are in the memory of the transport's kind; steady-state calls allocate nothing.
 
+#include <soaheap/base/portability.cuh>
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/errors.hpp>
 #include <soaheap/core/memory.cuh>
@@ -27,6 +28,20 @@
 #include <vector>
 
 namespace soaheap::distributed {
+
+/// @brief Which rank owns which rows when @p height rows are split into row slabs over @p ranks:
+/// rank r owns [first_row(r), first_row(r + 1)), bands that differ by at most one row.
+struct RowSlabs {
+  std::uint32_t height;
+  int ranks;
+  SOAHEAP_HD int owner(std::uint32_t row) const {
+    return static_cast<int>(static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(ranks) / height);
+  }
+  SOAHEAP_HD std::uint32_t first_row(int rank) const {
+    return static_cast<std::uint32_t>((static_cast<std::uint64_t>(rank) * height + static_cast<std::uint64_t>(ranks) - 1) /
+                                      static_cast<std::uint64_t>(ranks));
+  }
+};
 
 class RowHalo {
  public:
