@@ -66,6 +66,7 @@ struct Options {
   int iterations = 0;
   double fraction = 0;
   soaheap::Backend backend{};
+  dist::MigrationOptions migration;
 };
 
 struct RankResult {
@@ -102,7 +103,8 @@ RankResult run_rank(const Options& options, dist::Transport& transport) {
     heap.synchronize();
     result.work_seconds += seconds_since(work_start);
     const dist::MigrationStats step = dist::migrate<Item>(
-        heap, transport, NextRankSometimes{static_cast<std::uint64_t>(it), millionths, rank, ranks});
+        heap, transport, NextRankSometimes{static_cast<std::uint64_t>(it), millionths, rank, ranks}, dist::NoLinks{},
+        options.migration);
     result.migration_seconds += step.seconds;
     result.migration += step;
   }
@@ -128,13 +130,20 @@ int run_app(int argc, char** argv) {
   std::string backend_name;
   soaheap_app::RankOptions ranks;
   ranks.ranks = 2;
+  std::string line_placement;
   cli.option("--objects", options.objects, "objects over all ranks", 1ul, 1ul << 34);
   cli.option("--iterations", options.iterations, "iterations", 1, 100000);
   cli.option("--fraction", options.fraction, "fraction of each rank's objects that migrates per iteration", 0.0, 1.0);
+  std::string placement = "holes";
+  cli.choice("--placement", placement, "where arrivals go: holes (free slots of the class's blocks) or blocks (fresh blocks)",
+             {"holes", "blocks"});
   soaheap_app::add_rank_options(cli, ranks);
   cli.backend(backend_name, soaheap::cuda_available());
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   options.backend = soaheap::parse_backend(backend_name);
+  options.migration.placement = placement == "blocks" ? soaheap::distributed::MigrationPlacement::fresh_blocks
+                                                      : soaheap::distributed::MigrationPlacement::fill_holes;
+  line_placement = placement;
 
   soaheap_app::Result line;
   line["app"] = "migrate_bench";
@@ -158,6 +167,7 @@ int run_app(int argc, char** argv) {
   if (!figures) return 0;  // an NCCL rank other than 0: rank 0 prints
   line["iterations"] = options.iterations;
   line["fraction"] = options.fraction;
+  line["placement"] = line_placement;
   soaheap_app::add_rank_lists(line, {"work_s_per_iteration", "migration_s_per_iteration", "migration_share",
                                      "sent_per_iteration", "bytes_per_iteration"},
                               *figures);

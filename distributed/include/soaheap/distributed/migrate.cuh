@@ -69,6 +69,20 @@ struct MigrationStats {
   }
 };
 
+/// @brief Where arriving objects go in the receiver's heap.
+enum class MigrationPlacement {
+  /// Into free slots of the class's blocks, as `new` would place them (the default): the slots that
+  /// departures leave are reused, so the heap does not grow.
+  fill_holes,
+  /// Into free blocks taken whole, N_C arrivals per block, written densely (slots that departures
+  /// left stay free for `new` and defragmentation). Arrivals that find no free block fill holes.
+  fresh_blocks,
+};
+
+struct MigrationOptions {
+  MigrationPlacement placement = MigrationPlacement::fill_holes;
+};
+
 namespace detail {
 
 /// Per-heap buffers of migration (a Heap attachment), grown when a step needs more and kept, so a
@@ -84,6 +98,7 @@ struct MigrationScratch {
   soaheap::detail::Memory received_offsets;  ///< u64[size]
   soaheap::detail::Memory send_buffer;
   soaheap::detail::Memory receive_buffer;
+  soaheap::detail::Memory fresh_blocks;      ///< u32 per group of arrivals (fresh_blocks placement)
 
   static void grow(soaheap::detail::Memory& memory, Backend backend, std::uint64_t bytes) {
     if (memory.bytes() < bytes) memory = soaheap::detail::Memory(backend, bytes + bytes / 4);
@@ -115,7 +130,7 @@ std::vector<std::uint64_t> message_offsets(const std::vector<std::uint64_t>& cou
 /// on with the next class in step with the other ranks and throw at the end.
 template <class T, class C, class HeapT, class Destination, class Links>
 std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destination& destination, const Links& links,
-                                 MigrationStats& stats) {
+                                 const MigrationOptions& options, MigrationStats& stats) {
   using View = typename HeapT::View;
   constexpr int kCapacity = HeapT::template capacity<C>;
   const int ranks = transport.size();
@@ -181,11 +196,20 @@ std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destin
 
   // 4. unpack
   const std::uint64_t received = first.back();
+  const std::uint32_t* fresh_blocks = nullptr;
+  if (received > 0 && options.placement == MigrationPlacement::fresh_blocks) {
+    const std::uint64_t groups = (received + kCapacity - 1) / kCapacity;
+    MigrationScratch::grow(scratch.fresh_blocks, backend, groups * sizeof(std::uint32_t));
+    const auto free_list = heap.enumerate_blocks(0);  // the free bitmap, in address order
+    heap.launch(groups, ClaimFreshBlocksKernel<View, C>{heap.view(), free_list.ids(), free_list.count,
+                                                        scratch.fresh_blocks.template as<std::uint32_t>(), received});
+    fresh_blocks = scratch.fresh_blocks.template as<std::uint32_t>();
+  }
   if (received > 0)
     heap.launch(received, UnpackKernel<View, C, Links>{heap.view(), scratch.received_first.template as<std::uint64_t>(),
                                                        scratch.received_offsets.template as<std::uint64_t>(),
                                                        scratch.receive_buffer.template as<unsigned char>(), counters,
-                                                       links, ranks});
+                                                       links, ranks, fresh_blocks});
   MigrationCounters result{};
   std::exception_ptr out_of_memory_error;
   try {
@@ -242,12 +266,14 @@ void for_each_concrete_subclass(const Heap<Classes...>&, Function&& f) {
 
 /// @brief Moves the objects of T (and its subclasses) that `destination` sends elsewhere to their
 /// ranks; see the file comment. @p destination: `SOAHEAP_HD int operator()(T* object) const`, the
-/// rank the object belongs to now (this rank: it stays). @p links: see links.cuh.
+/// rank the object belongs to now (this rank: it stays). @p links: see links.cuh. @p options: where
+/// arrivals go (MigrationPlacement).
 /// @throw invalid_argument for a destination that is no rank; usage_error for pointers that could
 ///        not be translated or resolved; out_of_memory when the receiving heap is full. In every
 ///        case the exchange has completed on all ranks, and objects that could not leave stayed.
 template <class T, class HeapT, class Destination, class Links = NoLinks>
-MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& destination, const Links& links = Links{}) {
+MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& destination, const Links& links = Links{},
+                       const MigrationOptions& options = MigrationOptions{}) {
   const auto start = std::chrono::steady_clock::now();
   heap.synchronize();  // earlier errors surface before anything moves
   MigrationStats stats;
@@ -256,7 +282,7 @@ MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& des
   std::exception_ptr first_error;
   detail::for_each_concrete_subclass<T>(heap, [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
-    const std::exception_ptr error = detail::migrate_class<T, C>(heap, transport, destination, links, stats);
+    const std::exception_ptr error = detail::migrate_class<T, C>(heap, transport, destination, links, options, stats);
     if (!first_error) first_error = error;
   });
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -212,6 +212,37 @@ struct PackKernel {
   }
 };
 
+/// No fresh block for this group of arrivals (the heap had no free block left).
+inline constexpr std::uint32_t kNoFreshBlock = 0xffffffffu;
+
+/// Step 3a of the fresh_blocks placement, one thread per group of N_C arrivals: group g takes the
+/// g-th free block of the heap's free list (listed just before, nothing allocates meanwhile) and
+/// starts it as a block of C with the group's slots reserved; groups beyond the free list get
+/// kNoFreshBlock (their arrivals take slots one by one).
+template <class View, class C>
+struct ClaimFreshBlocksKernel {
+  static constexpr int kCapacity = View::Layout::template capacity<C>;
+  View view;
+  const std::uint32_t* free_list;
+  std::uint64_t free_count;
+  std::uint32_t* blocks;
+  std::uint64_t arrivals;
+
+  SOAHEAP_HD void operator()(std::uint64_t group) const {
+    if (group >= free_count) {
+      blocks[group] = kNoFreshBlock;
+      return;
+    }
+    const std::uint64_t first = group * kCapacity;
+    const int count = static_cast<int>(arrivals - first < kCapacity ? arrivals - first : kCapacity);
+    const std::uint32_t block = free_list[group];
+    view.free_blocks().clear(block);
+    view.initialize_block(block, View::template class_id<C>, soaheap::detail::low_bits(count));
+    view.count_block_taken();
+    blocks[group] = block;
+  }
+};
+
 /// Step 3, one thread per received object: a slot of C is allocated and the object written into it.
 template <class View, class C, class Links>
 struct UnpackKernel {
@@ -224,20 +255,31 @@ struct UnpackKernel {
   MigrationCounters* counters;
   Links links;
   int size;
+  const std::uint32_t* fresh_blocks;  ///< fresh_blocks placement: the claimed blocks; nullptr: fill holes
 
   SOAHEAP_HD void operator()(std::uint64_t tid) const {
     int peer = 0;
     while (peer + 1 < size && first_object[peer + 1] <= tid) ++peer;
     const std::uint64_t n = first_object[peer + 1] - first_object[peer];
     const std::uint64_t position = tid - first_object[peer];
-    void* slot_pointer = view.template allocate_slot<C>();
-    if (slot_pointer == nullptr) {  // the heap has recorded out_of_memory; the host throws it
-      atomic_fetch_add(&counters->not_created, 1);
-      return;
+    std::uint64_t block = 0;
+    int slot = 0;
+    const std::uint32_t fresh = fresh_blocks != nullptr ? fresh_blocks[tid / kCapacity] : kNoFreshBlock;
+    if (fresh != kNoFreshBlock) {
+      block = fresh;
+      slot = static_cast<int>(tid % kCapacity);
+    } else {
+      void* slot_pointer = view.template allocate_slot<C>();
+      if (slot_pointer == nullptr) {  // the heap has recorded out_of_memory; the host throws it
+        atomic_fetch_add(&counters->not_created, 1);
+        return;
+      }
+      const std::uint64_t bits = reinterpret_cast<std::uint64_t>(slot_pointer);
+      block = view.block_of(bits);
+      slot = soaheap::detail::slot_of(bits);
     }
-    const std::uint64_t bits = reinterpret_cast<std::uint64_t>(slot_pointer);
-    unpack(view.data_address(view.block_of(bits)), soaheap::detail::slot_of(bits), buffer + message_offsets[peer], n,
-           position, std::make_integer_sequence<int, FieldList::size>{});
+    unpack(view.data_address(block), slot, buffer + message_offsets[peer], n, position,
+           std::make_integer_sequence<int, FieldList::size>{});
   }
 
  private:
