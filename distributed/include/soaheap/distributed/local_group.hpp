@@ -88,20 +88,34 @@ class LocalGroup {
         check_peer(message, "send");
         group_.posted_[static_cast<std::size_t>(rank_) * n + message.peer] = message;
       }
+      for (const Message& message : receives) check_peer(message, "receive");
       group_.barrier();
+      // A problem is raised only after the second barrier: until every receiver has copied, the
+      // senders' buffers must stay alive (an exception would unwind the stack that owns them).
+      std::string problem;
+      std::exception_ptr copy_error;
       for (const Message& message : receives) {
-        check_peer(message, "receive");
-        Message& sent = group_.posted_[static_cast<std::size_t>(message.peer) * n + rank_];
-        if (sent.data == nullptr && sent.bytes == 0 && message.bytes != 0)
-          group_.fail(rank_, "soaheap: rank " + std::to_string(rank_) + " expects " + std::to_string(message.bytes) +
-                      " bytes from rank " + std::to_string(message.peer) + ", which sent nothing");
-        if (sent.bytes != message.bytes)
-          group_.fail(rank_, "soaheap: rank " + std::to_string(rank_) + " expects " + std::to_string(message.bytes) +
-                      " bytes from rank " + std::to_string(message.peer) + ", which sent " + std::to_string(sent.bytes));
-        group_.copy(message.data, sent.data, message.bytes);
+        const Message& sent = group_.posted_[static_cast<std::size_t>(message.peer) * n + rank_];
+        if (sent.bytes != message.bytes) {
+          if (problem.empty())
+            problem = "soaheap: rank " + std::to_string(rank_) + " expects " + std::to_string(message.bytes) +
+                      " bytes from rank " + std::to_string(message.peer) + ", which sent " +
+                      (sent.data == nullptr ? std::string("nothing") : std::to_string(sent.bytes));
+          continue;
+        }
+        try {
+          group_.copy(message.data, sent.data, message.bytes);
+        } catch (...) {
+          if (!copy_error) copy_error = std::current_exception();
+        }
       }
       group_.barrier();  // every receiver has copied: the senders may reuse their buffers
       for (int p = 0; p < n; ++p) group_.posted_[static_cast<std::size_t>(rank_) * n + p] = Message{};
+      if (!problem.empty()) group_.fail(rank_, problem);
+      if (copy_error) {
+        group_.abort_all(rank_);
+        std::rethrow_exception(copy_error);
+      }
     }
 
     void all_reduce_sum(std::uint64_t* values, int count) override {
