@@ -85,6 +85,21 @@ class Agent : public soaheap::Object<Agent> {
     location = cell->index;
     breed_age = 0;
   }
+  /// Requests the neighbour the move rule (wa-tor's rules.cuh) chooses, or none; halo cells count
+  /// with the kinds their owners sent.
+  SOAHEAP_HD void post_request(std::uint8_t mover, std::uint64_t seed, std::uint64_t iteration) {
+    Cell* here = position;
+    const std::uint32_t me = location;
+    const int direction =
+        choose_direction(mover, seed, iteration, me, [&](int d) { return here->neighbours[d]->occupant_kind(); });
+    if (direction < 0) {
+      target = nullptr;
+      return;
+    }
+    Cell* chosen = here->neighbours[direction];
+    target = chosen;
+    atomic_max(chosen->request_address(), move_priority(mover, seed, iteration, me));
+  }
   SOAHEAP_HD bool won_target() const {
     Cell* wanted = target;
     if (wanted == nullptr) return false;
@@ -115,23 +130,7 @@ class Fish : public soaheap::Object<Fish, Agent> {
     settle_agent(heap, this);
   }
 
-  SOAHEAP_HD void request_move(std::uint64_t seed, std::uint64_t iteration) {
-    Cell* here = position;
-    Cell* free_cells[kDirections];
-    int free_count = 0;
-    for (int d = 0; d < kDirections; ++d) {
-      Cell* neighbour = here->neighbours[d];
-      if (neighbour->occupant_kind() == kEmpty) free_cells[free_count++] = neighbour;
-    }
-    const std::uint32_t me = location;
-    if (free_count == 0) {
-      target = nullptr;
-      return;
-    }
-    Cell* chosen = free_cells[hash4(seed, iteration, kSaltFishChoice, me) % static_cast<std::uint64_t>(free_count)];
-    target = chosen;
-    atomic_max(chosen->request_address(), request_key(seed, iteration, kSaltFishPriority, me));
-  }
+  SOAHEAP_HD void request_move(std::uint64_t seed, std::uint64_t iteration) { post_request(kFish, seed, iteration); }
 
   template <class View>
   SOAHEAP_HD void commit_move(const View& heap, std::uint32_t breed_time) {
@@ -162,28 +161,7 @@ class Shark : public soaheap::Object<Shark, Agent> {
     settle_agent(heap, this);
   }
 
-  SOAHEAP_HD void request_move(std::uint64_t seed, std::uint64_t iteration) {
-    Cell* here = position;
-    Cell* fish_cells[kDirections];
-    Cell* free_cells[kDirections];
-    int fish_count = 0, free_count = 0;
-    for (int d = 0; d < kDirections; ++d) {
-      Cell* neighbour = here->neighbours[d];
-      const std::uint8_t kind = neighbour->occupant_kind();
-      if (kind == kEmpty) free_cells[free_count++] = neighbour;
-      else if (kind == kFish) fish_cells[fish_count++] = neighbour;
-    }
-    const std::uint32_t me = location;
-    Cell* const* options = fish_count > 0 ? fish_cells : free_cells;
-    const int count = fish_count > 0 ? fish_count : free_count;
-    if (count == 0) {
-      target = nullptr;
-      return;
-    }
-    Cell* chosen = options[hash4(seed, iteration, kSaltSharkChoice, me) % static_cast<std::uint64_t>(count)];
-    target = chosen;
-    atomic_max(chosen->request_address(), request_key(seed, iteration, kSaltSharkPriority, me));
-  }
+  SOAHEAP_HD void request_move(std::uint64_t seed, std::uint64_t iteration) { post_request(kShark, seed, iteration); }
 
   template <class View>
   SOAHEAP_HD void commit_move(const View& heap, std::uint32_t breed_time, std::uint32_t starve_time) {

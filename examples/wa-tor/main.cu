@@ -63,6 +63,21 @@ class Agent : public soaheap::Object<Agent> {
     breed_age = 0;
   }
 
+  /// Requests the neighbour the move rule (rules.cuh) chooses, or none.
+  template <class KindOf>
+  SOAHEAP_HD void post_request(std::uint8_t mover, std::uint64_t seed, std::uint64_t iteration, const KindOf& kind_of) {
+    Cell* here = position;
+    const std::uint32_t me = location;
+    const int direction = choose_direction(mover, seed, iteration, me, kind_of);
+    if (direction < 0) {
+      target = nullptr;
+      return;
+    }
+    Cell* chosen = here->neighbours[direction];
+    target = chosen;
+    atomic_max(chosen->request_address(), move_priority(mover, seed, iteration, me));
+  }
+
   /// Whether this agent's request for `target` won.
   SOAHEAP_HD bool won_target() const {
     Cell* wanted = target;
@@ -88,20 +103,9 @@ class Fish : public soaheap::Object<Fish, Agent> {
   template <class View>
   SOAHEAP_HD void request_move(const View&, std::uint64_t seed, std::uint64_t iteration) {
     Cell* here = position;
-    Cell* free_cells[kDirections];
-    int free_count = 0;
-    for (int d = 0; d < kDirections; ++d) {
-      Cell* neighbour = here->neighbours[d];
-      if (static_cast<Agent*>(neighbour->agent) == nullptr) free_cells[free_count++] = neighbour;
-    }
-    const std::uint32_t me = location;
-    if (free_count == 0) {
-      target = nullptr;
-      return;
-    }
-    Cell* chosen = free_cells[hash4(seed, iteration, kSaltFishChoice, me) % static_cast<std::uint64_t>(free_count)];
-    target = chosen;
-    atomic_max(chosen->request_address(), request_key(seed, iteration, kSaltFishPriority, me));
+    post_request(kFish, seed, iteration, [&](int d) {
+      return static_cast<Agent*>(here->neighbours[d]->agent) == nullptr ? kEmpty : kFish;  // a fish sees only free or not
+    });
   }
 
   template <class View>
@@ -134,28 +138,10 @@ class Shark : public soaheap::Object<Shark, Agent> {
   template <class View>
   SOAHEAP_HD void request_move(const View&, std::uint64_t seed, std::uint64_t iteration) {
     Cell* here = position;
-    Cell* fish_cells[kDirections];
-    Cell* free_cells[kDirections];
-    int fish_count = 0, free_count = 0;
-    for (int d = 0; d < kDirections; ++d) {
-      Cell* neighbour = here->neighbours[d];
-      Agent* occupant = neighbour->agent;
-      if (occupant == nullptr) {
-        free_cells[free_count++] = neighbour;
-      } else if (is_a<Fish, View>(occupant)) {
-        fish_cells[fish_count++] = neighbour;
-      }
-    }
-    const std::uint32_t me = location;
-    Cell* const* options = fish_count > 0 ? fish_cells : free_cells;
-    const int count = fish_count > 0 ? fish_count : free_count;
-    if (count == 0) {
-      target = nullptr;
-      return;
-    }
-    Cell* chosen = options[hash4(seed, iteration, kSaltSharkChoice, me) % static_cast<std::uint64_t>(count)];
-    target = chosen;
-    atomic_max(chosen->request_address(), request_key(seed, iteration, kSaltSharkPriority, me));
+    post_request(kShark, seed, iteration, [&](int d) {
+      Agent* occupant = here->neighbours[d]->agent;
+      return occupant == nullptr ? kEmpty : is_a<Fish, View>(occupant) ? kFish : kShark;
+    });
   }
 
   template <class View>

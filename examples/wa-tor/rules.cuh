@@ -63,6 +63,34 @@ SOAHEAP_HD inline std::uint8_t initial_kind(std::uint64_t seed, std::uint64_t ce
 }
 
 
+/// The move rule: the direction (0..3, see soaheap_app::torus_neighbour) an agent of kind @p mover
+/// in cell @p me requests, or -1 when it cannot move. A shark prefers neighbours with a fish, any
+/// agent takes a free neighbour otherwise; among the candidates, in direction order, the hash of
+/// (seed, iteration, me) chooses. @p kind_of(d) is the kind of neighbour d's occupant. Shared by
+/// the heap versions (wa-tor, wa-tor-slabs) and the reference below.
+template <class KindOf>
+SOAHEAP_HD int choose_direction(std::uint8_t mover, std::uint64_t seed, std::uint64_t iteration, std::uint32_t me,
+                                const KindOf& kind_of) {
+  int preferred[kDirections], free_directions[kDirections];
+  int preferred_count = 0, free_count = 0;
+  for (int d = 0; d < kDirections; ++d) {
+    const std::uint8_t kind = kind_of(d);
+    if (kind == kEmpty) free_directions[free_count++] = d;
+    else if (mover == kShark && kind == kFish) preferred[preferred_count++] = d;
+  }
+  const int* options = preferred_count > 0 ? preferred : free_directions;
+  const int count = preferred_count > 0 ? preferred_count : free_count;
+  if (count == 0) return -1;
+  const std::uint64_t salt = mover == kFish ? kSaltFishChoice : kSaltSharkChoice;
+  return options[hash4(seed, iteration, salt, me) % static_cast<std::uint64_t>(count)];
+}
+
+/// The priority of that request (higher wins).
+SOAHEAP_HD inline std::uint64_t move_priority(std::uint8_t mover, std::uint64_t seed, std::uint64_t iteration,
+                                              std::uint32_t me) {
+  return request_key(seed, iteration, mover == kFish ? kSaltFishPriority : kSaltSharkPriority, me);
+}
+
 // ---- sequential host reference with the same rules ------------------------------------------------
 
 struct ReferenceCell {
@@ -93,21 +121,12 @@ class Reference {
     std::vector<std::int64_t> target(n, -1);
     for (std::uint32_t i = 0; i < n; ++i) {
       if (cells_[i].kind != kind) continue;
-      std::uint32_t preferred[kDirections], free_cells[kDirections];
-      int preferred_count = 0, free_count = 0;
-      for (int d = 0; d < kDirections; ++d) {
-        const std::uint32_t j = neighbour(i, d);
-        if (cells_[j].kind == kEmpty) free_cells[free_count++] = j;
-        else if (kind == kShark && cells_[j].kind == kFish) preferred[preferred_count++] = j;
-      }
-      const std::uint32_t* options = preferred_count > 0 ? preferred : free_cells;
-      const int count = preferred_count > 0 ? preferred_count : free_count;
-      if (count == 0) continue;
-      const std::uint64_t choice_salt = kind == kFish ? kSaltFishChoice : kSaltSharkChoice;
-      const std::uint64_t priority_salt = kind == kFish ? kSaltFishPriority : kSaltSharkPriority;
-      const std::uint32_t chosen = options[hash4(seed_, iteration, choice_salt, i) % static_cast<std::uint64_t>(count)];
+      const int direction =
+          choose_direction(kind, seed_, iteration, i, [&](int d) { return cells_[neighbour(i, d)].kind; });
+      if (direction < 0) continue;
+      const std::uint32_t chosen = neighbour(i, direction);
       target[i] = chosen;
-      const std::uint64_t key = request_key(seed_, iteration, priority_salt, i);
+      const std::uint64_t key = move_priority(kind, seed_, iteration, i);
       if (key > request[chosen]) request[chosen] = key;
     }
     std::vector<ReferenceCell> next = cells_;
