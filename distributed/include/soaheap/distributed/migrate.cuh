@@ -88,8 +88,7 @@ namespace detail {
 /// Per-heap buffers of migration (a Heap attachment), grown when a step needs more and kept, so a
 /// steady-state migration allocates nothing.
 struct MigrationScratch {
-  soaheap::detail::Memory snapshots;  ///< u64 per listed block
-  soaheap::detail::Memory decisions;  ///< i32 per listed slot
+  soaheap::detail::Memory decisions;  ///< i32 per listed slot: the survey's verdict, read by the pack
   soaheap::detail::Memory counters;   ///< MigrationCounters
   soaheap::detail::Memory per_rank;   ///< u64[size]: objects leaving for each rank
   soaheap::detail::Memory cursors;    ///< u64[size]
@@ -103,8 +102,7 @@ struct MigrationScratch {
   static void grow(soaheap::detail::Memory& memory, Backend backend, std::uint64_t bytes) {
     if (memory.bytes() < bytes) memory = soaheap::detail::Memory(backend, bytes + bytes / 4);
   }
-  void ensure(Backend backend, std::uint64_t blocks, std::uint64_t slots, int ranks) {
-    grow(snapshots, backend, (blocks + 1) * sizeof(std::uint64_t));
+  void ensure(Backend backend, std::uint64_t slots, int ranks) {
     grow(decisions, backend, (slots + 1) * sizeof(std::int32_t));
     grow(counters, backend, sizeof(MigrationCounters));
     const std::uint64_t per_rank_bytes = (static_cast<std::uint64_t>(ranks) + 1) * sizeof(std::uint64_t);
@@ -141,7 +139,7 @@ std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destin
   // 1. survey
   const auto list = heap.enumerate_blocks(1 + HeapT::template class_id<C>);
   const std::uint64_t slots = list.count * static_cast<std::uint64_t>(kCapacity);
-  scratch.ensure(backend, list.count, slots, ranks);
+  scratch.ensure(backend, slots, ranks);
   const MigrationCounters initial{0, 0, 0, 0, -1, -1};
   scratch.counters.copy_from_host(0, &initial, sizeof(initial));
   const std::vector<std::uint64_t> zeros(static_cast<std::size_t>(ranks) + 1, 0);
@@ -150,8 +148,8 @@ std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destin
   auto* counters = scratch.counters.template as<MigrationCounters>();
   if (slots > 0)
     heap.launch(slots, SurveyKernel<View, C, T, Destination, Links>{
-                           heap.view(), list.ids(), scratch.snapshots.template as<std::uint64_t>(),
-                           scratch.decisions.template as<std::int32_t>(), scratch.per_rank.template as<std::uint64_t>(),
+                           heap.view(), list.ids(), scratch.decisions.template as<std::int32_t>(),
+                           scratch.per_rank.template as<std::uint64_t>(),
                            counters, destination, links, rank, ranks});
   heap.synchronize();
   std::vector<std::uint64_t> send_counts(static_cast<std::size_t>(ranks), 0);

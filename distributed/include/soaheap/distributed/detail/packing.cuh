@@ -120,7 +120,6 @@ struct SurveyKernel {
   static constexpr int kCapacity = View::Layout::template capacity<C>;
   View view;
   const std::uint32_t* blocks;
-  std::uint64_t* allocation_snapshots;  ///< [listed] the block's bitmap before any slot leaves
   std::int32_t* decisions;              ///< [listed * capacity]
   std::uint64_t* per_rank;              ///< [size] objects leaving for each rank
   MigrationCounters* counters;
@@ -134,7 +133,6 @@ struct SurveyKernel {
     const int slot = static_cast<int>(tid % kCapacity);
     const std::uint64_t block = blocks[index];
     const std::uint64_t allocation = atomic_load(&view.headers[block].allocation) & soaheap::detail::low_bits(kCapacity);
-    if (slot == 0) allocation_snapshots[index] = allocation;
     std::int32_t decision = kStays;
     if (((allocation >> slot) & 1u) != 0) {
       C* object = view.template make_pointer<C>(block, slot);
