@@ -5,6 +5,8 @@
 // the iteration, and objects and bytes moved per rank. The item count is checked after every
 // migration (sum over the ranks) and the ids' sum at the end.
 //
+// `--departures`: the work kernel records the leavers and migrate_departures moves them, instead of
+// migrate asking every item its destination.
 // `--ranks N` runs N ranks as threads of this process (on one GPU they share it: the figures then
 // include both ranks' work); `--transport nccl` one rank per MPI process and GPU.
 
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,14 @@ class Item : public soaheap::Object<Item> {
     weight = weight * 0.9999f + 1e-4f;
     tag = tag + 1;
   }
+  /// The same work, recording the item in @p departures when @p rule sends it away
+  /// (--departures: migrate_departures then needs no survey).
+  template <class Rule>
+  SOAHEAP_HD void advance_and_record(double step, Rule rule, dist::DepartureList departures, int rank) {
+    advance(step);
+    const int target = rule(this);
+    if (target != rank) departures.leave(this, target);
+  }
 };
 
 using BenchHeap = soaheap::Heap<Item>;
@@ -67,6 +78,7 @@ struct Options {
   double fraction = 0;
   soaheap::Backend backend{};
   dist::MigrationOptions migration;
+  bool record_departures = false;  ///< the work kernel records leavers; migrate_departures moves them
 };
 
 struct RankResult {
@@ -97,14 +109,22 @@ RankResult run_rank(const Options& options, dist::Transport& transport) {
   result.migration.sent_to.assign(static_cast<std::size_t>(ranks), 0);
   result.migration.received_from.assign(static_cast<std::size_t>(ranks), 0);
   const auto millionths = static_cast<std::uint64_t>(options.fraction * 1e6 + 0.5);
+  std::optional<dist::Departures> departures;
+  if (options.record_departures)
+    departures.emplace(options.backend, 2 * static_cast<std::uint64_t>(options.fraction * static_cast<double>(share)) + 1024);
   for (int it = 0; it < options.iterations; ++it) {
+    const NextRankSometimes rule{static_cast<std::uint64_t>(it), millionths, rank, ranks};
     const auto work_start = clock::now();
-    heap.parallel_do<Item, &Item::advance>(1e-3);
+    if (departures) {
+      heap.parallel_do<Item, &Item::advance_and_record<NextRankSometimes>>(1e-3, rule, departures->list(), rank);
+    } else {
+      heap.parallel_do<Item, &Item::advance>(1e-3);
+    }
     heap.synchronize();
     result.work_seconds += seconds_since(work_start);
-    const dist::MigrationStats step = dist::migrate<Item>(
-        heap, transport, NextRankSometimes{static_cast<std::uint64_t>(it), millionths, rank, ranks}, dist::NoLinks{},
-        options.migration);
+    const dist::MigrationStats step =
+        departures ? dist::migrate_departures<Item>(heap, transport, *departures, dist::NoLinks{}, options.migration)
+                   : dist::migrate<Item>(heap, transport, rule, dist::NoLinks{}, options.migration);
     result.migration_seconds += step.seconds;
     result.migration += step;
   }
@@ -137,6 +157,8 @@ int run_app(int argc, char** argv) {
   std::string placement = "holes";
   cli.choice("--placement", placement, "where arrivals go: holes (free slots of the class's blocks) or blocks (fresh blocks)",
              {"holes", "blocks"});
+  cli.flag("--departures", options.record_departures,
+           "the work kernel records the leaving items and migrate_departures moves them (no survey of every item)");
   soaheap_app::add_rank_options(cli, ranks);
   cli.backend(backend_name, soaheap::cuda_available());
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
@@ -168,6 +190,7 @@ int run_app(int argc, char** argv) {
   line["iterations"] = options.iterations;
   line["fraction"] = options.fraction;
   line["placement"] = line_placement;
+  line["departures"] = options.record_departures;
   soaheap_app::add_rank_lists(line, {"work_s_per_iteration", "migration_s_per_iteration", "migration_share",
                                      "sent_per_iteration", "bytes_per_iteration"},
                               *figures);

@@ -49,6 +49,12 @@ class Agent : public soaheap::Object<Agent> {
     for (int e = 0; e < 3; ++e) values[e] = static_cast<float>(new_id) * 0.5f + static_cast<float>(e);
     partner = nullptr;
   }
+  /// Records this agent in @p departures when @p rule sends it away from @p rank (migrate_departures).
+  template <class Rule>
+  SOAHEAP_HD void record_departure(dist::DepartureList departures, Rule rule, int rank) {
+    const int target = rule(this);
+    if (target != rank) departures.leave(this, target);
+  }
   /// Every agent whose id is 3 mod 4 becomes its own partner (the untranslated-pointer test).
   SOAHEAP_HD void partner_self_if_3_mod_4() {
     if (id % 4 == 3) partner = this;

@@ -31,6 +31,7 @@
 
 #include <soaheap/core/heap.cuh>
 #include <soaheap/core/memory.cuh>
+#include <soaheap/distributed/departures.cuh>
 #include <soaheap/distributed/detail/packing.cuh>
 #include <soaheap/distributed/links.cuh>
 #include <soaheap/distributed/transport.hpp>
@@ -123,22 +124,22 @@ std::vector<std::uint64_t> message_offsets(const std::vector<std::uint64_t>& cou
   return offsets;
 }
 
-/// One class's migration step. Failures of the step itself throw; what it reports about the
-/// objects (after the exchange, which every rank completed) is returned, so that the caller can go
-/// on with the next class in step with the other ranks and throw at the end.
-template <class T, class C, class HeapT, class Destination, class Links>
-std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destination& destination, const Links& links,
-                                 const MigrationOptions& options, MigrationStats& stats) {
+/// One class's migration step over @p item_count items (SlotItems or DepartureItems). Failures of
+/// the step itself throw; what it reports about the objects (after the exchange, which every rank
+/// completed) is returned, so that the caller can go on with the next class in step with the other
+/// ranks and throw at the end.
+template <class C, class HeapT, class Items, class Links>
+std::exception_ptr migrate_items(HeapT& heap, Transport& transport, std::uint64_t item_count, const Items& items,
+                                 const Links& links, const MigrationOptions& options, MigrationStats& stats) {
   using View = typename HeapT::View;
   constexpr int kCapacity = HeapT::template capacity<C>;
   const int ranks = transport.size();
   const int rank = transport.rank();
   const Backend backend = heap.backend();
   MigrationScratch& scratch = heap.template attachment<MigrationScratch>();
+  const std::uint64_t slots = item_count;
 
   // 1. survey
-  const auto list = heap.enumerate_blocks(1 + HeapT::template class_id<C>);
-  const std::uint64_t slots = list.count * static_cast<std::uint64_t>(kCapacity);
   scratch.ensure(backend, slots, ranks);
   const MigrationCounters initial{0, 0, 0, 0, -1, -1};
   scratch.counters.copy_from_host(0, &initial, sizeof(initial));
@@ -147,10 +148,9 @@ std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destin
   scratch.cursors.copy_from_host(0, zeros.data(), zeros.size() * sizeof(std::uint64_t));
   auto* counters = scratch.counters.template as<MigrationCounters>();
   if (slots > 0)
-    heap.launch(slots, SurveyKernel<View, C, T, Destination, Links>{
-                           heap.view(), list.ids(), scratch.decisions.template as<std::int32_t>(),
-                           scratch.per_rank.template as<std::uint64_t>(),
-                           counters, destination, links, rank, ranks});
+    heap.launch(slots, SurveyKernel<View, C, Items, Links>{heap.view(), items, scratch.decisions.template as<std::int32_t>(),
+                                                           scratch.per_rank.template as<std::uint64_t>(), counters,
+                                                           links, rank, ranks});
   heap.synchronize();
   std::vector<std::uint64_t> send_counts(static_cast<std::size_t>(ranks), 0);
   scratch.per_rank.copy_to_host(send_counts.data(), 0, send_counts.size() * sizeof(std::uint64_t));
@@ -161,7 +161,7 @@ std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destin
   MigrationScratch::grow(scratch.send_buffer, backend, send_bytes + 16);
   scratch.send_offsets.copy_from_host(0, send_offsets.data(), send_offsets.size() * sizeof(std::uint64_t));
   if (send_bytes > 0)
-    heap.launch(slots, PackKernel<View, C, Links>{heap.view(), list.ids(), scratch.decisions.template as<std::int32_t>(),
+    heap.launch(slots, PackKernel<View, C, Items, Links>{heap.view(), items, scratch.decisions.template as<std::int32_t>(),
                                                   scratch.per_rank.template as<std::uint64_t>(),
                                                   scratch.send_offsets.template as<std::uint64_t>(),
                                                   scratch.cursors.template as<std::uint64_t>(),
@@ -249,6 +249,17 @@ std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destin
   return nullptr;
 }
 
+/// migrate's step for class C: every object of C is asked its destination.
+template <class T, class C, class HeapT, class Destination, class Links>
+std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destination& destination, const Links& links,
+                                 const MigrationOptions& options, MigrationStats& stats) {
+  const auto list = heap.enumerate_blocks(1 + HeapT::template class_id<C>);
+  const std::uint64_t slots = list.count * static_cast<std::uint64_t>(HeapT::template capacity<C>);
+  return migrate_items<C>(heap, transport, slots,
+                          SlotItems<typename HeapT::View, C, T, Destination>{heap.view(), list.ids(), destination},
+                          links, options, stats);
+}
+
 /// Host-side f(static_cast<C*>(nullptr)) for each concrete class C of the heap that is T or derives
 /// from T (the view's version is host-device, which host-only bodies cannot be called from).
 template <class T, class C, class Function>
@@ -284,6 +295,40 @@ MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& des
     if (!first_error) first_error = error;
   });
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (first_error) std::rethrow_exception(first_error);
+  return stats;
+}
+
+/// @brief Moves the objects of T (and its subclasses) that kernels recorded in @p departures, each
+/// to the rank recorded with it, and empties the list. The same step as migrate() without its
+/// survey of every object: use it when the application's own kernel already knows who leaves (e.g.
+/// where an agent moves). Each object may be recorded once per step and must not be destroyed
+/// before the step; recorded objects of classes outside T's hierarchy are dropped with the list. @throw usage_error when more departures were recorded than the list holds (those
+/// beyond its capacity were not recorded and stayed), after the exchange; otherwise as migrate().
+template <class T, class HeapT, class Links = NoLinks>
+MigrationStats migrate_departures(HeapT& heap, Transport& transport, Departures& departures, const Links& links = Links{},
+                                  const MigrationOptions& options = MigrationOptions{}) {
+  const auto start = std::chrono::steady_clock::now();
+  heap.synchronize();  // the kernels that recorded departures are done; earlier errors surface
+  const std::uint64_t recorded = departures.recorded();
+  const std::uint64_t count = recorded < departures.capacity() ? recorded : departures.capacity();
+  MigrationStats stats;
+  stats.sent_to.assign(static_cast<std::size_t>(transport.size()), 0);
+  stats.received_from.assign(static_cast<std::size_t>(transport.size()), 0);
+  std::exception_ptr first_error;
+  detail::for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+    using C = std::remove_pointer_t<decltype(tag)>;
+    const std::exception_ptr error = detail::migrate_items<C>(
+        heap, transport, count, detail::DepartureItems<typename HeapT::View, C>{departures.objects(), departures.ranks()},
+        links, options, stats);
+    if (!first_error) first_error = error;
+  });
+  departures.clear();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!first_error && recorded > count)
+    first_error = std::make_exception_ptr(usage_error(
+        "soaheap: migrate_departures: " + std::to_string(recorded) + " departures were recorded but the list holds " +
+        std::to_string(count) + "; the others stayed (make the Departures larger)"));
   if (first_error) std::rethrow_exception(first_error);
   return stats;
 }

@@ -114,35 +114,67 @@ SOAHEAP_HD int first_untranslated(std::uint64_t data, int slot, int capacity, co
   return found;
 }
 
-/// Step 1, one thread per slot of the class's listed blocks: where each object goes.
-template <class View, class C, class T, class Destination, class Links>
+/// Items of a migration step of class C: every slot of C's blocks, asked `destination(object)`.
+template <class View, class C, class T, class Destination>
+struct SlotItems {
+  static constexpr int kCapacity = View::Layout::template capacity<C>;
+  View view;
+  const std::uint32_t* blocks;  ///< C's blocks
+  Destination destination;
+
+  /// The pointer bits of item @p i's object (whether or not the slot is live).
+  SOAHEAP_HD std::uint64_t bits_of(std::uint64_t i) const {
+    return view.make_pointer_bits(blocks[i / kCapacity], static_cast<int>(i % kCapacity), View::template class_id<C>);
+  }
+  /// Item @p i's object, or 0 when its slot is free.
+  SOAHEAP_HD std::uint64_t live_object(std::uint64_t i) const {
+    const std::uint64_t allocation = atomic_load(&view.headers[blocks[i / kCapacity]].allocation);
+    return ((allocation >> (i % kCapacity)) & 1u) != 0 ? bits_of(i) : 0;
+  }
+  SOAHEAP_HD int destination_of(std::uint64_t, std::uint64_t bits) const {
+    return destination(static_cast<T*>(reinterpret_cast<C*>(bits)));
+  }
+};
+
+/// Items of a migration step of class C: the departures kernels recorded (DepartureList), those of
+/// class C among them.
+template <class View, class C>
+struct DepartureItems {
+  const std::uint64_t* objects;
+  const std::int32_t* ranks;
+  SOAHEAP_HD std::uint64_t bits_of(std::uint64_t i) const { return objects[i]; }
+  SOAHEAP_HD std::uint64_t live_object(std::uint64_t i) const {
+    const std::uint64_t bits = objects[i];
+    return soaheap::detail::class_id_of(bits) == View::template class_id<C> ? bits : 0;
+  }
+  SOAHEAP_HD int destination_of(std::uint64_t i, std::uint64_t) const { return ranks[i]; }
+};
+
+/// Step 1, one thread per item: where each object goes.
+template <class View, class C, class Items, class Links>
 struct SurveyKernel {
   static constexpr int kCapacity = View::Layout::template capacity<C>;
   View view;
-  const std::uint32_t* blocks;
-  std::int32_t* decisions;              ///< [listed * capacity]
+  Items items;
+  std::int32_t* decisions;              ///< [items]
   std::uint64_t* per_rank;              ///< [size] objects leaving for each rank
   MigrationCounters* counters;
-  Destination destination;
   Links links;
   int rank;
   int size;
 
   SOAHEAP_HD void operator()(std::uint64_t tid) const {
-    const std::uint64_t index = tid / kCapacity;
-    const int slot = static_cast<int>(tid % kCapacity);
-    const std::uint64_t block = blocks[index];
-    const std::uint64_t allocation = atomic_load(&view.headers[block].allocation) & soaheap::detail::low_bits(kCapacity);
     std::int32_t decision = kStays;
-    if (((allocation >> slot) & 1u) != 0) {
-      C* object = view.template make_pointer<C>(block, slot);
-      const int target = destination(static_cast<T*>(object));
+    const std::uint64_t bits = items.live_object(tid);
+    if (bits != 0) {
+      const int target = items.destination_of(tid, bits);
       if (target < 0 || target >= size) {
         atomic_fetch_add(&counters->bad_destinations, 1);
         atomic_cas(reinterpret_cast<std::uint64_t*>(&counters->first_bad_destination),
                    static_cast<std::uint64_t>(std::int64_t{-1}), static_cast<std::uint64_t>(std::int64_t{target}));
       } else if (target != rank) {
-        const int field = first_untranslated<C>(view.data_address(block), slot, kCapacity, links,
+        const int field = first_untranslated<C>(view.data_address(view.block_of(bits)), soaheap::detail::slot_of(bits),
+                                                kCapacity, links,
                                                 std::make_integer_sequence<int, all_field_types_t<C>::size>{});
         if (field >= 0) {
           atomic_fetch_add(&counters->untranslated, 1);
@@ -158,14 +190,14 @@ struct SurveyKernel {
   }
 };
 
-/// Step 2, the same threads: each leaving object is written into its peer's message and its slot
+/// Step 2, one thread per item again: each leaving object is written into its peer's message and its slot
 /// freed (without its destructor: the object lives on at the receiver).
-template <class View, class C, class Links>
+template <class View, class C, class Items, class Links>
 struct PackKernel {
   static constexpr int kCapacity = View::Layout::template capacity<C>;
   using FieldList = all_field_types_t<C>;
   View view;
-  const std::uint32_t* blocks;
+  Items items;
   const std::int32_t* decisions;
   const std::uint64_t* per_rank;         ///< [size] objects per message
   const std::uint64_t* message_offsets;  ///< [size] byte offset of each message in the buffer
@@ -176,8 +208,9 @@ struct PackKernel {
   SOAHEAP_HD void operator()(std::uint64_t tid) const {
     const std::int32_t target = decisions[tid];
     if (target == kStays) return;
-    const std::uint64_t block = blocks[tid / kCapacity];
-    const int slot = static_cast<int>(tid % kCapacity);
+    const std::uint64_t bits = items.bits_of(tid);
+    const std::uint64_t block = view.block_of(bits);
+    const int slot = soaheap::detail::slot_of(bits);
     const std::uint64_t position = aggregated_increment(cursors, target);
     pack(view.data_address(block), slot, buffer + message_offsets[target], per_rank[target], position,
          std::make_integer_sequence<int, FieldList::size>{});
