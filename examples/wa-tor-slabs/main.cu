@@ -15,8 +15,8 @@
 //  4. the winning requests of my border rows go out to the neighbours' halo cells again;
 //  5. commit: winners move; one that moves into a halo cell keeps it as its position (a shark that
 //     eats there learns it from the halo kind);
-//  6. migrate: agents in halo cells move to the owners of those cells, which link each arrival into
-//     its cell (a shark's prey there is destroyed).
+//  6. migrate: agents in halo cells (commit recorded them as departures) move to the owners of
+//     those cells, which link each arrival into its cell (a shark's prey there is destroyed).
 // With one rank there are no halo rows, and the steps are those of examples/wa-tor.
 //
 // `--ranks N`: N ranks as threads of this process (LocalGroup); `--transport nccl`: one rank per
@@ -120,6 +120,18 @@ SOAHEAP_HD void settle_agent(const View& heap, Agent* agent) {
   cell->agent = agent;
 }
 
+/// Where commit records an agent that moved into a halo cell: the departures of this phase, bound
+/// for the owner of the cell's row (migrate_departures moves them; no survey of every agent).
+struct Leaving {
+  dist::DepartureList departures;
+  dist::RowSlabs slabs;
+  std::uint32_t width;
+  SOAHEAP_HD void record_if_in_halo(Agent* agent) const {
+    Cell* cell = agent->position;
+    if (cell->is_halo()) departures.leave(agent, slabs.owner(static_cast<std::uint32_t>(cell->index) / width));
+  }
+};
+
 class Fish : public soaheap::Object<Fish, Agent> {
  public:
   using FieldTypes = soaheap::fields<>;
@@ -133,7 +145,7 @@ class Fish : public soaheap::Object<Fish, Agent> {
   SOAHEAP_HD void request_move(std::uint64_t seed, std::uint64_t iteration) { post_request(kFish, seed, iteration); }
 
   template <class View>
-  SOAHEAP_HD void commit_move(const View& heap, std::uint32_t breed_time) {
+  SOAHEAP_HD void commit_move(const View& heap, std::uint32_t breed_time, Leaving leaving) {
     breed_age += 1;
     if (!won_target()) return;
     Cell* old_cell = position;
@@ -147,6 +159,7 @@ class Fish : public soaheap::Object<Fish, Agent> {
     } else {
       old_cell->agent = nullptr;
     }
+    leaving.record_if_in_halo(this);
   }
 };
 
@@ -164,7 +177,7 @@ class Shark : public soaheap::Object<Shark, Agent> {
   SOAHEAP_HD void request_move(std::uint64_t seed, std::uint64_t iteration) { post_request(kShark, seed, iteration); }
 
   template <class View>
-  SOAHEAP_HD void commit_move(const View& heap, std::uint32_t breed_time, std::uint32_t starve_time) {
+  SOAHEAP_HD void commit_move(const View& heap, std::uint32_t breed_time, std::uint32_t starve_time, Leaving leaving) {
     breed_age += 1;
     bool ate = false;
     if (won_target()) {
@@ -197,8 +210,10 @@ class Shark : public soaheap::Object<Shark, Agent> {
         Cell* cell = position;
         if (!cell->is_halo()) cell->agent = nullptr;
         soaheap::destroy(heap, this);
+        return;  // never recorded as leaving
       }
     }
+    leaving.record_if_in_halo(this);
   }
 };
 
@@ -311,13 +326,6 @@ struct ImportRows {
   }
 };
 
-/// Where an agent belongs: the owner of its cell's row.
-struct OwnerOfCell {
-  Slabs slabs;
-  std::uint32_t width;
-  SOAHEAP_HD int operator()(Agent* agent) const { return slabs.owner(static_cast<std::uint32_t>(agent->location) / width); }
-};
-
 /// Cell pointers cross ranks as global cell indices; the receiver owns the cell.
 struct CellLinks {
   Table table;
@@ -373,7 +381,9 @@ class Rank {
         transport_(transport),
         slabs_{options.side, transport.size()},
         heap_(heap_options(options, transport.size())),
-        halo_(transport, options.backend, options.side, 1, true) {
+        halo_(transport, options.backend, options.side, 1, true),
+        // At most one agent enters each halo cell per phase.
+        departures_(options.backend, 2 * std::uint64_t{options.side} + 64) {
     const int rank = transport.rank();
     const bool halos = transport.size() > 1;
     const std::uint32_t first = slabs_.first_row(rank), end = slabs_.first_row(rank + 1);
@@ -398,11 +408,13 @@ class Rank {
     for (int it = 0; it < options_.iterations; ++it) {
       const auto iteration = static_cast<std::uint64_t>(it);
       phase<Fish>(result, [&] { heap_.parallel_do<Fish, &Fish::request_move>(options_.seed, iteration); },
-                  [&] { heap_.parallel_do<Fish, &Fish::commit_move<View>>(heap_.view(), options_.rules.fish_breed_time); });
+                  [&] {
+                    heap_.parallel_do<Fish, &Fish::commit_move<View>>(heap_.view(), options_.rules.fish_breed_time, leaving());
+                  });
       phase<Shark>(result, [&] { heap_.parallel_do<Shark, &Shark::request_move>(options_.seed, iteration); },
                    [&] {
                      heap_.parallel_do<Shark, &Shark::commit_move<View>>(heap_.view(), options_.rules.shark_breed_time,
-                                                                         options_.rules.shark_starve_time);
+                                                                         options_.rules.shark_starve_time, leaving());
                    });
     }
     heap_.synchronize();
@@ -423,6 +435,8 @@ class Rank {
     heap_options.backend = options.backend;
     return heap_options;
   }
+
+  Leaving leaving() const { return Leaving{departures_.list(), slabs_, options_.side}; }
 
   template <class Kind, class Request, class Commit>
   void phase(RankResult& result, Request&& request, Commit&& commit) {
@@ -446,7 +460,7 @@ class Rank {
     if (halos) {  // 6.
       std::uint64_t before[1] = {options_.check ? heap_.count<Kind>() : 0};
       if (options_.check) transport_.all_reduce_sum(before, 1);
-      result.migration += dist::migrate<Kind>(heap_, transport_, OwnerOfCell{slabs_, options_.side}, CellLinks{table_});
+      result.migration += dist::migrate_departures<Kind>(heap_, transport_, departures_, CellLinks{table_});
       heap_.parallel_do<Kind, &Kind::template settle<View>>(heap_.view());
       if (options_.check) {
         std::uint64_t after[1] = {heap_.count<Kind>()};
@@ -485,6 +499,7 @@ class Rank {
   Slabs slabs_;
   SlabHeap heap_;
   dist::RowHalo halo_;
+  dist::Departures departures_;
   soaheap::detail::Memory cells_;
   Table table_{};
 };
