@@ -28,6 +28,10 @@
 ///
 /// The order in which objects arrive (and so where in the receiver's blocks they land) is not
 /// specified; their values are.
+///
+/// `migrate_departures<T>(heap, transport, departures, links)` is the same step for objects that
+/// the application's kernels recorded as leaving (departures.cuh): step 1 then looks at the
+/// recorded objects only instead of every object of the class.
 
 #include <soaheap/core/heap.cuh>
 #include <soaheap/core/memory.cuh>
@@ -271,6 +275,20 @@ void for_each_concrete_subclass(const Heap<Classes...>&, Function&& f) {
   (visit_if_concrete_subclass<T, Classes>(f), ...);
 }
 
+/// Sizes @p stats for the transport's ranks and runs step(static_cast<C*>(nullptr)) for each
+/// concrete class C of T, in the same order on every rank; returns the first error a step reported.
+template <class T, class HeapT, class Step>
+std::exception_ptr step_each_class(HeapT& heap, Transport& transport, MigrationStats& stats, Step&& step) {
+  stats.sent_to.assign(static_cast<std::size_t>(transport.size()), 0);
+  stats.received_from.assign(static_cast<std::size_t>(transport.size()), 0);
+  std::exception_ptr first_error;
+  for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+    const std::exception_ptr error = step(tag);
+    if (!first_error) first_error = error;
+  });
+  return first_error;
+}
+
 }  // namespace detail
 
 /// @brief Moves the objects of T (and its subclasses) that `destination` sends elsewhere to their
@@ -286,16 +304,12 @@ MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& des
   const auto start = std::chrono::steady_clock::now();
   heap.synchronize();  // earlier errors surface before anything moves
   MigrationStats stats;
-  stats.sent_to.assign(static_cast<std::size_t>(transport.size()), 0);
-  stats.received_from.assign(static_cast<std::size_t>(transport.size()), 0);
-  std::exception_ptr first_error;
-  detail::for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+  const std::exception_ptr error = detail::step_each_class<T>(heap, transport, stats, [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
-    const std::exception_ptr error = detail::migrate_class<T, C>(heap, transport, destination, links, options, stats);
-    if (!first_error) first_error = error;
+    return detail::migrate_class<T, C>(heap, transport, destination, links, options, stats);
   });
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (first_error) std::rethrow_exception(first_error);
+  if (error) std::rethrow_exception(error);
   return stats;
 }
 
@@ -303,8 +317,9 @@ MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& des
 /// to the rank recorded with it, and empties the list. The same step as migrate() without its
 /// survey of every object: use it when the application's own kernel already knows who leaves (e.g.
 /// where an agent moves). Each object may be recorded once per step and must not be destroyed
-/// before the step; recorded objects of classes outside T's hierarchy are dropped with the list. @throw usage_error when more departures were recorded than the list holds (those
-/// beyond its capacity were not recorded and stayed), after the exchange; otherwise as migrate().
+/// before the step; recorded objects of classes outside T's hierarchy are dropped with the list.
+/// @throw usage_error when more departures were recorded than the list holds (those beyond its
+///        capacity were not recorded and stayed), after the exchange; otherwise as migrate().
 template <class T, class HeapT, class Links = NoLinks>
 MigrationStats migrate_departures(HeapT& heap, Transport& transport, Departures& departures, const Links& links = Links{},
                                   const MigrationOptions& options = MigrationOptions{}) {
@@ -313,15 +328,11 @@ MigrationStats migrate_departures(HeapT& heap, Transport& transport, Departures&
   const std::uint64_t recorded = departures.recorded();
   const std::uint64_t count = recorded < departures.capacity() ? recorded : departures.capacity();
   MigrationStats stats;
-  stats.sent_to.assign(static_cast<std::size_t>(transport.size()), 0);
-  stats.received_from.assign(static_cast<std::size_t>(transport.size()), 0);
-  std::exception_ptr first_error;
-  detail::for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+  std::exception_ptr first_error = detail::step_each_class<T>(heap, transport, stats, [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
-    const std::exception_ptr error = detail::migrate_items<C>(
+    return detail::migrate_items<C>(
         heap, transport, count, detail::DepartureItems<typename HeapT::View, C>{departures.objects(), departures.ranks()},
         links, options, stats);
-    if (!first_error) first_error = error;
   });
   departures.clear();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
