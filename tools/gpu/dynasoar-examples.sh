@@ -3,7 +3,7 @@
 # then run with their default parameters. Their sources are not part of this repository: place a
 # checkout of prg-titech/dynasoar (or just its example/ folder) somewhere and pass that directory.
 #
-# Usage (repo root):  tools/gpu/dynasoar-examples.sh DYNASOAR_DIR [build|run|all|compare|compare-build|compare-run]   (default: all)
+# Usage (repo root):  tools/gpu/dynasoar-examples.sh DYNASOAR_DIR [build|run|all|compare|compare-build|compare-run|baseline]   (default: all)
 #   build: compiles every example into build-dynasoar-examples/ (or $BIN_DIR), in parallel
 #   run:   runs the binaries found there, each under `timeout $TIMEOUT` (default 45 s)
 #   compare: builds each program again at the sizes and iteration counts of the table `comparisons`
@@ -11,6 +11,10 @@
 #          $NATIVE_BIN, e.g. build-gpu/bin); writes dynasoar-vs-native.json (one line per program:
 #          both times, their ratio) into $OUT. ROUNDS (default 1) alternates the two that often.
 #          compare-build / compare-run: only its first / second half.
+#   baseline: builds each program through the shim and DynaSOAr's own hand-written baseline_soa of
+#          it (same configuration.h, same options, plain nvcc) and runs the two in turn (ROUNDS
+#          times); writes dynasoar-vs-baseline.json (one line per program and round: both printed
+#          times in seconds, their ratio).
 # barnes-hut is also built with tools/dynasoar-host/barnes-hut-insertion.patch applied (two races of
 # the program's own tree insertion and a 16 KiB device stack, see docs/dynasoar-migration.md):
 # barnes_hut_patched, and with WITH_DEBUG=1 barnes_hut_patched_debug (their assertions and
@@ -96,12 +100,24 @@ comparisons=(
   "cmp_traffic|example/traffic/dynasoar/traffic.cu||-O3 -DNDEBUG|traffic --size 35000 --iterations 12000"
   "cmp_structure|example/structure/dynasoar/structure.cu|example/structure/dataset.cc|-O3 -DNDEBUG|structure --size 707 --iterations 7500"
 )
+# Mode baseline: name | their program | extra sources | options | their baseline_soa source.
+baselines=(
+  "bl_collision|example/collision/dynasoar/collision.cu||-O3 -DNDEBUG|example/collision/baseline_soa/collision.cu"
+  "bl_nbody|example/nbody/dynasoar/nbody.cu||-O3 -DNDEBUG|example/nbody/baseline_soa/nbody.cu"
+  "bl_structure|example/structure/dynasoar/structure.cu|example/structure/dataset.cc|-O3 -DNDEBUG|example/structure/baseline_soa/structure.cu"
+  "bl_wator|example/wa-tor/dynasoar/wator.cu||-O3 -DNDEBUG|example/wa-tor/baseline_soa/wator.cu"
+  "bl_traffic|example/traffic/dynasoar/traffic.cu||-O3 -DNDEBUG|example/traffic/baseline_soa/traffic.cu"
+  "bl_sugarscape|example/sugarscape/dynasoar/sugarscape.cu||-O3 -DNDEBUG|example/sugarscape/baseline_soa/sugarscape.cu"
+  "bl_gol|example/game-of-life/dynasoar/gol.cu|example/game-of-life/dataset_loader.cu|-O3 -DNDEBUG|example/game-of-life/baseline_soa/gol.cu"
+)
 [[ "$mode" == compare* ]] && programs=("${comparisons[@]}")
+[ "$mode" = baseline ] && programs=("${baselines[@]}")
 if [ -n "${ONLY:-}" ]; then  # a regular expression of program names to build and run
   selected=()
   for entry in "${programs[@]}"; do [[ "${entry%%|*}" =~ ^($ONLY)$ ]] && selected+=("$entry"); done
   programs=("${selected[@]}")
   [[ "$mode" == compare* ]] && comparisons=("${selected[@]}")
+  [ "$mode" = baseline ] && baselines=("${selected[@]}")
 fi
 
 # The patched copy of their sources (barnes-hut's insertion races fixed, its stack raised), for
@@ -126,11 +142,30 @@ build_one() {  # entry
     [ -x "$bin/$name" ] && echo "### build $name: ok" || echo "### build $name: FAILED"
   } >"$bin/$name.buildlog" 2>&1
 }
-export -f build_one
+# Their baseline_soa program (mode baseline): plain nvcc, no soaheap include path, their options.
+build_baseline() {  # entry
+  IFS='|' read -r name _ extra opts baseline <<<"$1"
+  local extra_paths=""
+  [ -n "$extra" ] && extra_paths="$src/$extra"
+  local cmd="$nvcc -std=c++17 -arch=sm_90 -lineinfo -I$src ${EXTRA_FLAGS:-} $opts $src/$baseline $extra_paths -o $bin/${name}_baseline_soa"
+  {
+    echo "### build ${name}_baseline_soa: $cmd"
+    $cmd 2>&1 | grep -v -e '^ *|' -e '^\s*\^' || true
+    [ -x "$bin/${name}_baseline_soa" ] && echo "### build ${name}_baseline_soa: ok" || echo "### build ${name}_baseline_soa: FAILED"
+  } >"$bin/${name}_baseline_soa.buildlog" 2>&1
+}
+export -f build_one build_baseline
 export nvcc flags bin src psrc libs
 
-if [ "$mode" = build ] || [ "$mode" = all ] || [ "$mode" = compare ] || [ "$mode" = compare-build ]; then
+if [ "$mode" = baseline ]; then
   : >"$log"
+  printf '%s\n' "${baselines[@]}" | xargs -P "$jobs" -I{} bash -c 'build_baseline "$@"' _ {}
+  for entry in "${baselines[@]}"; do
+    cat "$bin/${entry%%|*}_baseline_soa.buildlog" >>"$log"
+  done
+fi
+if [ "$mode" = build ] || [ "$mode" = all ] || [ "$mode" = compare ] || [ "$mode" = compare-build ] || [ "$mode" = baseline ]; then
+  [ "$mode" = baseline ] || : >"$log"
   # shellcheck disable=SC2086  # HOST_INCLUDES is a list of flags
   "${CXX:-g++}" -std=c++17 -O2 -c -I"$repo/base/include" ${HOST_INCLUDES:-} "$repo/base/src/log.cpp" \
     -o "$bin/soaheap_log.o" >>"$log" 2>&1 || { echo "### build soaheap_log.o: FAILED" >>"$log"; status=1; }
@@ -154,7 +189,7 @@ gol_pgm() {  # prints the game-of-life data set's path (theirs is an archive; th
 # "<total microseconds>, <enumeration microseconds>").
 run_theirs() {  # name
   local name="$1" args=() output start end
-  [[ "$name" == gol* || "$name" == cmp_gol* ]] && args=("$(gol_pgm)")
+  [[ "$name" == gol* || "$name" == cmp_gol* || "$name" == bl_gol* ]] && args=("$(gol_pgm)")
   echo "### run $name ${args[*]:-}" >>"$log"
   start=$(date +%s.%N)
   output="$(timeout "$timeout_s" "$bin/$name" "${args[@]}" 2>&1)"
@@ -163,7 +198,8 @@ run_theirs() {  # name
   wall=$(awk "BEGIN { printf \"%.2f\", $end - $start }")
   tail -n 40 <<<"$output" >>"$log"
   echo "### run $name: exit $rc, $wall s" >>"$log"
-  printed="$(grep -E '^[0-9]+, ?[0-9]+$' <<<"$output" | tail -n 1)"
+  # Their programs print "<micros>, <enumeration micros>"; their baselines "<micros>" alone.
+  printed="$(grep -E '^[0-9]+(, ?[0-9]+)?$' <<<"$output" | tail -n 1)"
 }
 
 if [ "$mode" = run ] || [ "$mode" = all ]; then
@@ -207,6 +243,27 @@ except Exception: print(0)' <<<"$result")
       printf '{"program":"%s","round":%d,"their_options":"%s","native":"%s","dynasoar_shim_s":%s,"dynasoar_exit":%d,"native_s":%s,"native_exit":%d,"native_self_check":"%s","ratio":%s}\n' \
         "$name" "$round" "$opts" "$native" "$theirs_s" "$theirs_rc" "$native_s" "$native_rc" "$check" "$ratio" >>"$cjson"
       if [ "$theirs_rc" -ne 0 ] || [ "$native_rc" -ne 0 ]; then status=1; fi
+    done
+  done
+fi
+if [ "$mode" = baseline ]; then
+  bjson="$out/dynasoar-vs-baseline.json"
+  : >"$bjson"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$log" 2>&1
+  for ((round = 1; round <= ${ROUNDS:-1}; ++round)); do
+    for entry in "${baselines[@]}"; do
+      IFS='|' read -r name _ _ opts _ <<<"$entry"
+      [ -x "$bin/$name" ] && [ -x "$bin/${name}_baseline_soa" ] || { echo "### run $name: no binary" >>"$log"; status=1; continue; }
+      run_theirs "$name"
+      shim_rc=$rc
+      shim_s=$(awk -F', *' '{ printf "%.6f", $1 / 1e6 }' <<<"${printed:-0}")
+      run_theirs "${name}_baseline_soa"
+      baseline_rc=$rc
+      baseline_s=$(awk -F', *' '{ printf "%.6f", $1 / 1e6 }' <<<"${printed:-0}")
+      ratio=$(awk "BEGIN { print ($baseline_s > 0 ? $shim_s / $baseline_s : 0) }")
+      printf '{"program":"%s","round":%d,"options":"%s","dynasoar_shim_s":%s,"shim_exit":%d,"baseline_soa_s":%s,"baseline_exit":%d,"ratio":%s}\n' \
+        "$name" "$round" "$opts" "$shim_s" "$shim_rc" "$baseline_s" "$baseline_rc" "$ratio" >>"$bjson"
+      if [ "$shim_rc" -ne 0 ] && [ "$shim_rc" -ne 124 ]; then status=1; fi
     done
   done
 fi
