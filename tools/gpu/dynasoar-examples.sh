@@ -105,7 +105,7 @@ baselines=(
   "bl_collision|example/collision/dynasoar/collision.cu||-O3 -DNDEBUG|example/collision/baseline_soa/collision.cu"
   "bl_nbody|example/nbody/dynasoar/nbody.cu||-O3 -DNDEBUG|example/nbody/baseline_soa/nbody.cu"
   "bl_structure|example/structure/dynasoar/structure.cu|example/structure/dataset.cc|-O3 -DNDEBUG|example/structure/baseline_soa/structure.cu"
-  "bl_wator|example/wa-tor/dynasoar/wator.cu||-O3 -DNDEBUG|example/wa-tor/baseline_soa/wator.cu"
+  "bl_wator|example/wa-tor/dynasoar/wator.cu||-O3 -DNDEBUG|example/wa-tor/baseline_soa/wator.cu"  # needs their example/wa-tor/dynasoar_no_cell/
   "bl_traffic|example/traffic/dynasoar/traffic.cu||-O3 -DNDEBUG|example/traffic/baseline_soa/traffic.cu"
   "bl_sugarscape|example/sugarscape/dynasoar/sugarscape.cu||-O3 -DNDEBUG|example/sugarscape/baseline_soa/sugarscape.cu"
   "bl_gol|example/game-of-life/dynasoar/gol.cu|example/game-of-life/dataset_loader.cu|-O3 -DNDEBUG|example/game-of-life/baseline_soa/gol.cu"
@@ -147,7 +147,8 @@ build_baseline() {  # entry
   IFS='|' read -r name _ extra opts baseline <<<"$1"
   local extra_paths=""
   [ -n "$extra" ] && extra_paths="$src/$extra"
-  local cmd="$nvcc -std=c++17 -arch=sm_90 -lineinfo -I$src ${EXTRA_FLAGS:-} $opts $src/$baseline $extra_paths -o $bin/${name}_baseline_soa"
+  # -include cstdio: their collision baseline calls printf without including it (older CUDA headers did)
+  local cmd="$nvcc -std=c++17 -arch=sm_90 -lineinfo -include cstdio -I$src ${EXTRA_FLAGS:-} $opts $src/$baseline $extra_paths -o $bin/${name}_baseline_soa"
   {
     echo "### build ${name}_baseline_soa: $cmd"
     $cmd 2>&1 | grep -v -e '^ *|' -e '^\s*\^' || true
