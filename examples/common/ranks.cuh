@@ -34,6 +34,18 @@ inline void add_rank_options(Cli& cli, RankOptions& options) {
              {"local", "nccl"});
 }
 
+/// @brief The result line of an application run on ranks: its name, backend, size, iterations
+/// and seed (run_ranks adds transport and ranks).
+inline Result rank_result_line(const char* app, soaheap::Backend backend, const AppOptions& common) {
+  Result line;
+  line["app"] = app;
+  line["backend"] = std::string(soaheap::to_string(backend));
+  line["size"] = common.size;
+  line["iterations"] = common.iterations;
+  line["seed"] = common.seed;
+  return line;
+}
+
 /// @brief Runs body(transport, line) on every rank; body returns the rank's figures (the same
 /// count on every rank). @p line is given to rank 0's body only (nullptr elsewhere): keys that only
 /// one rank needs to add (checks against a reference). Returns every rank's figures, in rank

@@ -319,9 +319,7 @@ int run_app(int argc, char** argv) {
   options.seed = common.seed;
   options.backend = common.backend;
 
-  soaheap_app::Result line;
-  line["app"] = "particles";
-  line["backend"] = std::string(soaheap::to_string(options.backend));
+  soaheap_app::Result line = soaheap_app::rank_result_line("particles", options.backend, common);
   bool passed = false;
   const auto figures = soaheap_app::run_ranks(
       ranks, options.backend, argc, argv, line,
@@ -345,9 +343,6 @@ int run_app(int argc, char** argv) {
                 static_cast<double>(result.particles)};
       });
   if (!figures) return 0;  // an NCCL rank other than 0: rank 0 prints
-  line["size"] = common.size;
-  line["iterations"] = common.iterations;
-  line["seed"] = common.seed;
   line["total_time_s"] = soaheap_app::max_over_ranks(*figures, 0);
   line["setup_time_s"] = soaheap_app::max_over_ranks(*figures, 1);
   soaheap_app::add_rank_lists(line, {"rank_total_time_s", "rank_setup_time_s", "migrated_objects", "migrated_bytes",

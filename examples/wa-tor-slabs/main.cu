@@ -546,9 +546,7 @@ int run_app(int argc, char** argv) {
   options.backend = common.backend;
   options.check = options.side <= kReferenceMaxSide;
 
-  soaheap_app::Result line;
-  line["app"] = "wa-tor-slabs";
-  line["backend"] = std::string(soaheap::to_string(options.backend));
+  soaheap_app::Result line = soaheap_app::rank_result_line("wa-tor-slabs", options.backend, common);
   bool passed = true;
   const auto figures = soaheap_app::run_ranks(
       ranks, options.backend, argc, argv, line,
@@ -572,9 +570,6 @@ int run_app(int argc, char** argv) {
                 static_cast<double>(result.conservation_errors)};
       });
   if (!figures) return 0;  // an NCCL rank other than 0: rank 0 prints
-  line["size"] = common.size;
-  line["iterations"] = common.iterations;
-  line["seed"] = common.seed;
   line["total_time_s"] = soaheap_app::max_over_ranks(*figures, 0);
   soaheap_app::add_rank_lists(line, {"rank_total_time_s", "migrated_objects", "migrated_bytes", "migration_time_s",
                                      "halo_time_s", "conservation_errors"},

@@ -93,7 +93,7 @@ namespace detail {
 /// Per-heap buffers of migration (a Heap attachment), grown when a step needs more and kept, so a
 /// steady-state migration allocates nothing.
 struct MigrationScratch {
-  soaheap::detail::Memory decisions;  ///< i32 per listed slot: the survey's verdict, read by the pack
+  soaheap::detail::Memory decisions;  ///< i32 per item (slot or recorded departure): the survey's verdict, read by the pack
   soaheap::detail::Memory counters;   ///< MigrationCounters
   soaheap::detail::Memory per_rank;   ///< u64[size]: objects leaving for each rank
   soaheap::detail::Memory cursors;    ///< u64[size]
@@ -107,8 +107,8 @@ struct MigrationScratch {
   static void grow(soaheap::detail::Memory& memory, Backend backend, std::uint64_t bytes) {
     if (memory.bytes() < bytes) memory = soaheap::detail::Memory(backend, bytes + bytes / 4);
   }
-  void ensure(Backend backend, std::uint64_t slots, int ranks) {
-    grow(decisions, backend, (slots + 1) * sizeof(std::int32_t));
+  void ensure(Backend backend, std::uint64_t items, int ranks) {
+    grow(decisions, backend, (items + 1) * sizeof(std::int32_t));
     grow(counters, backend, sizeof(MigrationCounters));
     const std::uint64_t per_rank_bytes = (static_cast<std::uint64_t>(ranks) + 1) * sizeof(std::uint64_t);
     for (soaheap::detail::Memory* memory : {&per_rank, &cursors, &send_offsets, &received_first, &received_offsets})
@@ -141,18 +141,16 @@ std::exception_ptr migrate_items(HeapT& heap, Transport& transport, std::uint64_
   const int rank = transport.rank();
   const Backend backend = heap.backend();
   MigrationScratch& scratch = heap.template attachment<MigrationScratch>();
-  const std::uint64_t slots = item_count;
-
   // 1. survey
-  scratch.ensure(backend, slots, ranks);
+  scratch.ensure(backend, item_count, ranks);
   const MigrationCounters initial{0, 0, 0, 0, -1, -1};
   scratch.counters.copy_from_host(0, &initial, sizeof(initial));
   const std::vector<std::uint64_t> zeros(static_cast<std::size_t>(ranks) + 1, 0);
   scratch.per_rank.copy_from_host(0, zeros.data(), zeros.size() * sizeof(std::uint64_t));
   scratch.cursors.copy_from_host(0, zeros.data(), zeros.size() * sizeof(std::uint64_t));
   auto* counters = scratch.counters.template as<MigrationCounters>();
-  if (slots > 0)
-    heap.launch(slots, SurveyKernel<View, C, Items, Links>{heap.view(), items, scratch.decisions.template as<std::int32_t>(),
+  if (item_count > 0)
+    heap.launch(item_count, SurveyKernel<View, C, Items, Links>{heap.view(), items, scratch.decisions.template as<std::int32_t>(),
                                                            scratch.per_rank.template as<std::uint64_t>(), counters,
                                                            links, rank, ranks});
   heap.synchronize();
@@ -165,7 +163,7 @@ std::exception_ptr migrate_items(HeapT& heap, Transport& transport, std::uint64_
   MigrationScratch::grow(scratch.send_buffer, backend, send_bytes + 16);
   scratch.send_offsets.copy_from_host(0, send_offsets.data(), send_offsets.size() * sizeof(std::uint64_t));
   if (send_bytes > 0)
-    heap.launch(slots, PackKernel<View, C, Items, Links>{heap.view(), items, scratch.decisions.template as<std::int32_t>(),
+    heap.launch(item_count, PackKernel<View, C, Items, Links>{heap.view(), items, scratch.decisions.template as<std::int32_t>(),
                                                   scratch.per_rank.template as<std::uint64_t>(),
                                                   scratch.send_offsets.template as<std::uint64_t>(),
                                                   scratch.cursors.template as<std::uint64_t>(),
