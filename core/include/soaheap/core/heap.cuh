@@ -195,8 +195,9 @@ class Heap {
   /// One enumeration kernel, whatever the class count, lists the blocks of every concrete subclass and
   /// takes their iteration snapshots (so objects of one subclass created by the method of another are
   /// not visited either); then one method kernel per concrete subclass reads its block count on the
-  /// device, each thread serving up to kParallelDoRows objects (see Executor::launch_counted).
-  /// Nothing is allocated, copied or waited for.
+  /// device, each thread serving up to kParallelDoRows objects (see Executor::launch_counted). For
+  /// one concrete class whose list was short the last time, both run as one cooperative grid
+  /// (Executor::launch_pair). Nothing is allocated, copied or waited for.
   template <class T, auto Method, class... Arguments>
   void parallel_do(const Arguments&... arguments) {
     run_parallel_do<T, T, false, Method>("parallel_do", arguments...);
@@ -548,8 +549,23 @@ class Heap {
         using C = detail::tag_type_t<decltype(tag)>;
         enumerate.targets[target++] = next_enumeration(class_id<C>);
       });
+      const std::uint64_t enumeration_threads = static_cast<std::uint64_t>(kTargets) * decltype(enumerate)::threads_for(block_count_);
+      if constexpr (kTargets == 1) {
+        // A list that was short last time: enumeration and method kernel as one cooperative grid
+        // (one launch; Executor::launch_pair). Not while the enumeration is timed on its own.
+        bool launched = false;
+        for_each_visited_class<Visited, kExact>([&](auto tag) {
+          using C = detail::tag_type_t<decltype(tag)>;
+          const detail::EnumerationTarget& list = enumerate.targets[0];
+          launched = !enumeration_timer_.enabled &&
+                     executor_.launch_pair(enumeration_threads, enumerate, list.count, capacity<C>,
+                                           list_buffer(1 + class_id<C>).launch_hint.hint(),
+                                           detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, list.snapshots, pack});
+        });
+        if (launched) return;
+      }
       enumeration_timer_.start(executor_);
-      executor_.launch(static_cast<std::uint64_t>(kTargets) * decltype(enumerate)::threads_for(block_count_), enumerate);
+      executor_.launch(enumeration_threads, enumerate);
       enumeration_timer_.stop(executor_);
       target = 0;
       for_each_visited_class<Visited, kExact>([&](auto tag) {

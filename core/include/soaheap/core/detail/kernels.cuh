@@ -116,14 +116,23 @@ struct EnumerationTarget {
 
 /// parallel_do, step 1, for @p kTargets classes in one kernel: one warp per 128 blocks of the heap
 /// and class, each lane looking at 4 of them (32 apart, so that a warp's header loads are
-/// consecutive). A lane reads the bitmap words and headers of its blocks at once, the warp reserves
-/// list entries for all its listed blocks with one atomic (a quarter of the atomics one block per
-/// thread needs: they all go to one counter), and each listed block's id and iteration snapshot
-/// (the objects that exist now; objects created during the operation are not visited) are written
-/// next to each other in the list, in block order within the warp. The method kernel then finds
-/// block and snapshot with two independent loads from the list instead of a chain of list → header
-/// loads. Nothing allocates during the enumeration, so plain loads are enough; it needs no
-/// temporary memory and no result on the host.
+/// consecutive). A lane reads the class's allocated and active bitmap words of its blocks, the warp
+/// reserves list entries for all its listed blocks with one atomic (a quarter of the atomics one
+/// block per thread needs: they all go to one counter), and each listed block's id and iteration
+/// snapshot (the objects that exist now; objects created during the operation are not visited) are
+/// written next to each other in the list, in block order within the warp. The method kernel then
+/// finds block and snapshot with two independent loads from the list instead of a chain of list →
+/// header loads.
+///
+/// Only blocks with free slots have their header read: at a kernel boundary a block of the class
+/// that is not active is full (the invariant `active ⇔ fill < capacity` that heap.validate()
+/// checks), so its snapshot is every slot. Reading every header of the heap cost the bandwidth of
+/// 24 bytes per block for every class of every parallel_do, also for blocks of other classes and
+/// free ones: that made a parallel_do over an empty class cost as much as one over a full heap,
+/// and many short parallel_dos over a large heap (DynaSOAr's structure, a BFS of hundreds of steps
+/// over three classes) spent most of their time here (docs/performance.md). Nothing allocates
+/// during the enumeration, so plain loads are enough; it needs no temporary memory and no result on
+/// the host.
 template <class View, int kTargets>
 struct EnumerateKernel {
   static constexpr int kBlocksPerLane = 4;  // measured best of 1, 4, 8, 16 (docs/performance.md)
@@ -151,18 +160,25 @@ struct EnumerateKernel {
     const EnumerationTarget& target = targets[t];
     if (local == 0) *target.next_count = 0;
     const BitmapView allocated = view.allocated_blocks(target.class_index);
+    const BitmapView active = view.active_blocks(target.class_index);
     const std::uint64_t first = local / 32 * kBlocksPerWarp + local % 32;
     bool listed[kBlocksPerLane];
-    std::uint64_t allocation[kBlocksPerLane];
+    bool with_room[kBlocksPerLane];
 SOAHEAP_UNROLL
-    for (int k = 0; k < kBlocksPerLane; ++k) {  // all loads issued before any is used
+    for (int k = 0; k < kBlocksPerLane; ++k) {  // all bitmap loads issued before any is used
       const std::uint64_t block = first + 32 * static_cast<std::uint64_t>(k);
       listed[k] = false;
-      allocation[k] = 0;
+      with_room[k] = false;
       if (block < blocks) {
         listed[k] = ((allocated.word(0, block / 64) >> (block % 64)) & 1u) != 0;
-        allocation[k] = view.headers[block].allocation;
+        with_room[k] = ((active.word(0, block / 64) >> (block % 64)) & 1u) != 0;
       }
+    }
+    std::uint64_t allocation[kBlocksPerLane];
+SOAHEAP_UNROLL
+    for (int k = 0; k < kBlocksPerLane; ++k) {  // then the headers of partly filled listed blocks only
+      allocation[k] = target.full_mask;
+      if (listed[k] && with_room[k]) allocation[k] = view.headers[first + 32 * static_cast<std::uint64_t>(k)].allocation;
     }
 #if SOAHEAP_DEVICE_CODE
     if (whole_warp_converged()) {  // always, for whole warps of the launch; the fallback is below
