@@ -1,5 +1,6 @@
 // parallel_do overhead: what a parallel_do costs beyond the method's own work.
 //   empty:  parallel_do over a class with no objects (the floor: enumeration + an empty method kernel)
+//   empty_kernel: one launch of an empty kernel by the same executor (what any operation costs at least)
 //   axpy:   y += a·x over N objects with parallel_do, against the same loop over plain arrays
 //           launched by the same executor (what a hand-written SOA kernel does)
 //   axpy_half_destroyed: the same after half of the objects, chosen at random, were destroyed
@@ -48,6 +49,10 @@ class Unused : public soaheap::Object<Unused> {
 
 using BenchHeap = soaheap::Heap<Particle, Unused>;
 
+struct Nothing {
+  SOAHEAP_HD void operator()(std::uint64_t) const {}
+};
+
 struct ArrayAxpy {
   const float* x;
   float* y;
@@ -90,10 +95,12 @@ int main(int argc, char** argv) {
     const double with_objects =
         pdo::seconds_per_call(repetitions, [&] { heap.parallel_do<pdo::Particle, &pdo::Particle::axpy>(0.5f); }, wait);
 
+    const soaheap::detail::Executor& executor = heap.executor();
+    const double empty_kernel = pdo::seconds_per_call(repetitions, [&] { executor.launch(1, pdo::Nothing{}); },
+                                                      [&] { executor.synchronize(); });
     soaheap::detail::Memory x(backend, objects * sizeof(float)), y(backend, objects * sizeof(float));
     x.fill_zero();
     y.fill_zero();
-    const soaheap::detail::Executor& executor = heap.executor();
     const double arrays = pdo::seconds_per_call(
         repetitions, [&] { executor.launch(objects, pdo::ArrayAxpy{x.as<float>(), y.as<float>(), 0.5f}); },
         [&] { executor.synchronize(); });
@@ -115,6 +122,7 @@ int main(int argc, char** argv) {
         pdo::seconds_per_call(repetitions, [&] { heap.parallel_do<pdo::Particle, &pdo::Particle::axpy>(0.5f); }, wait);
 
     line("empty_class", empty, 0);
+    line("empty_kernel", empty_kernel, 0);
     line("axpy_parallel_do", with_objects, objects);
     line("axpy_plain_arrays", arrays, objects);
     line("axpy_half_destroyed", half_destroyed, survivors);

@@ -196,7 +196,7 @@ class Heap {
   /// takes their iteration snapshots (so objects of one subclass created by the method of another are
   /// not visited either); then one method kernel per concrete subclass reads its block count on the
   /// device, each thread serving up to kParallelDoRows objects (see Executor::launch_counted). For
-  /// one concrete class whose list was short the last time, both run as one cooperative grid
+  /// one concrete class whose list was tiny the last time, both run as one cooperative grid
   /// (Executor::launch_pair). Nothing is allocated, copied or waited for.
   template <class T, auto Method, class... Arguments>
   void parallel_do(const Arguments&... arguments) {
@@ -551,7 +551,7 @@ class Heap {
       });
       const std::uint64_t enumeration_threads = static_cast<std::uint64_t>(kTargets) * decltype(enumerate)::threads_for(block_count_);
       if constexpr (kTargets == 1) {
-        // A list that was short last time: enumeration and method kernel as one cooperative grid
+        // A list that was tiny last time: enumeration and method kernel as one cooperative grid
         // (one launch; Executor::launch_pair). Not while the enumeration is timed on its own.
         bool launched = false;
         for_each_visited_class<Visited, kExact>([&](auto tag) {
