@@ -160,7 +160,7 @@ SOAHEAP_UNROLL
 /// Two steps in one cooperative grid (all its thread blocks resident at once): first(tid) for tid in
 /// [0, first_count), a grid-wide barrier, then body(tid) for tid in [0, *count · scale) where
 /// @p count was written by the first step. One launch instead of two for steps whose second is
-/// small (Executor::launch_pair). Both loops stride over the grid by whole warps (the grid's
+/// tiny (Executor::launch_pair). Both loops stride over the grid by whole warps (the grid's
 /// threads and @p first_count are multiples of 32), so the first step sees converged warps as in
 /// its own launch.
 template <class First, class Body>
