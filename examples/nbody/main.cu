@@ -61,24 +61,35 @@ class Body : public soaheap::Object<Body> {
     force_y = 0;
   }
 
-  /// Adds the gravitational force this body exerts on @p target to target's accumulator. The
-  /// expression is symmetric in the two bodies, so F(a on b) == -F(b on a) bit for bit.
-  SOAHEAP_HD void apply_force_to(Body* target, float gravity, float softening) {
-    if (target == this) return;
-    const float dx = static_cast<float>(pos_x) - static_cast<float>(target->pos_x);
-    const float dy = static_cast<float>(pos_y) - static_cast<float>(target->pos_y);
+  /// What the inner loop needs of the body whose force it sums, and that sum: copied into a local
+  /// struct once per body (as collision does), so after inlining it lives in registers and the
+  /// inner loop only reads the visited body's fields; with nothing stored per pair, the loads of
+  /// consecutive visited bodies can overlap (device_do unrolls full blocks).
+  struct Target {
+    float x, y, mass;
+    const Body* body;
+    long long force_x, force_y;
+  };
+
+  /// Adds the gravitational force this body exerts on @p target to target's sum. The expression is
+  /// symmetric in the two bodies, so F(a on b) == -F(b on a) bit for bit.
+  SOAHEAP_HD void apply_force_to(Target* target, float gravity, float softening) const {
+    if (target->body == this) return;
+    const float dx = static_cast<float>(pos_x) - target->x;
+    const float dy = static_cast<float>(pos_y) - target->y;
     const float distance_squared = dx * dx + dy * dy + softening * softening;
     const float inverse = 1.0f / (distance_squared * sqrtf(distance_squared));
-    const float magnitude = gravity * (static_cast<float>(mass) * static_cast<float>(target->mass)) * inverse;
+    const float magnitude = gravity * (static_cast<float>(mass) * target->mass) * inverse;
     target->force_x += to_fixed(magnitude * dx);
     target->force_y += to_fixed(magnitude * dy);
   }
 
   template <class View>
   SOAHEAP_HD void compute_force(const View& heap, float gravity, float softening) {
-    force_x = 0;
-    force_y = 0;
-    soaheap::device_do<Body>(heap, &Body::apply_force_to, this, gravity, softening);
+    Target target{pos_x, pos_y, mass, this, 0, 0};
+    soaheap::device_do<Body>(heap, &Body::apply_force_to, &target, gravity, softening);
+    force_x = target.force_x;
+    force_y = target.force_y;
   }
 
   SOAHEAP_HD void update(float time_step) {

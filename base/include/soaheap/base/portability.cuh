@@ -31,6 +31,14 @@
 #define SOAHEAP_UNROLL
 #endif
 
+// Unrolls the next loop four times in device code, so that independent loads of four iterations
+// can be in flight together (device_do over a full block: the body is compiled four times, not 64).
+#if defined(__CUDA_ARCH__)
+#define SOAHEAP_UNROLL_4 _Pragma("unroll 4")
+#else
+#define SOAHEAP_UNROLL_4
+#endif
+
 // Keeps the next loop rolled in device code: its body is compiled once (code size and build time).
 #if defined(__CUDA_ARCH__)
 #define SOAHEAP_NO_UNROLL _Pragma("unroll 1")
