@@ -313,16 +313,11 @@ struct Executor {
     }();
     if (expected > resident_blocks * kThreadsPerCudaBlock) return false;  // also when resident_blocks is 0
     const std::uint64_t wanted = (std::max(first_count, expected) + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(std::min(wanted, resident_blocks)));
-    config.blockDim = dim3(kThreadsPerCudaBlock);
-    config.stream = stream;
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeCooperative;
     attribute.val.cooperative = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    SOAHEAP_CUDA_CHECK(cudaLaunchKernelEx(&config, pair_kernel<First, Body>, first, first_count, body, count, scale, hint.device));
+    launch_with(attribute, pair_kernel<First, Body>, std::min(wanted, resident_blocks), first, first_count, body, count, scale,
+                hint.device);
     return true;
 #else
     (void)first_count, (void)first, (void)count, (void)scale, (void)body;
@@ -339,16 +334,24 @@ struct Executor {
   template <class Body>
   void launch_after_previous(void (*kernel)(Body, const std::uint64_t*, std::uint64_t, std::uint64_t*), std::uint64_t blocks,
                              const Body& body, const std::uint64_t* count, std::uint64_t scale, std::uint64_t* last_total) const {
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    launch_with(attribute, kernel, blocks, body, count, scale, last_total);
+  }
+
+  /// Launches @p kernel on the heap's stream with @p blocks thread blocks and one launch @p attribute.
+  template <class... Parameters, class... Arguments>
+  void launch_with(const cudaLaunchAttribute& attribute, void (*kernel)(Parameters...), std::uint64_t blocks,
+                   const Arguments&... arguments) const {
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(static_cast<unsigned>(blocks));
     config.blockDim = dim3(kThreadsPerCudaBlock);
     config.stream = stream;
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
+    cudaLaunchAttribute attributes[1] = {attribute};
+    config.attrs = attributes;
     config.numAttrs = 1;
-    SOAHEAP_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, body, count, scale, last_total));
+    SOAHEAP_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, arguments...));
   }
 #endif
 
