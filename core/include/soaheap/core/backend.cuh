@@ -129,6 +129,12 @@ __global__ void for_each_counted_thread_kernel(Body body, const std::uint64_t* c
 /// its kRows items and then runs them. Its field loads then wait for one memory round trip per item
 /// instead of two (list, then fields), which is what keeps a streaming parallel_do at the speed of
 /// a loop over plain arrays (docs/performance.md, "The core loop").
+///
+/// SOAHEAP_EXP_ROW_PIPELINE=1 (an experiment, off by default, not yet measured on a GPU) pipelines
+/// the rows instead: a thread loads the list entry of its next row before it runs the current one,
+/// so it holds two items rather than kRows and the list round trip overlaps the previous row's field
+/// loads; rows of 8 or 16 (SOAHEAP_EXP_PARALLEL_DO_ROWS) then stay within the register budget of a
+/// light method. tools/gpu/build-variant.sh and parallel-do-variants.sh measure it against the default.
 template <int kRows, class Body>
 __global__ void for_each_counted_row_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
                                             std::uint64_t* last_total) {
@@ -138,6 +144,19 @@ __global__ void for_each_counted_row_kernel(Body body, const std::uint64_t* coun
   const std::uint64_t chunk_items = static_cast<std::uint64_t>(kRows) * blockDim.x;
   for (std::uint64_t first = blockIdx.x * chunk_items + threadIdx.x; first < total;
        first += static_cast<std::uint64_t>(gridDim.x) * chunk_items) {
+#if defined(SOAHEAP_EXP_ROW_PIPELINE) && SOAHEAP_EXP_ROW_PIPELINE
+    std::uint64_t tid = first;
+    typename Body::Item item = body.prefetch(tid);
+SOAHEAP_NO_UNROLL
+    for (int row = 0; row < kRows && tid < total; ++row) {
+      const std::uint64_t next_tid = tid + blockDim.x;
+      typename Body::Item next{};
+      if (row + 1 < kRows && next_tid < total) next = body.prefetch(next_tid);
+      body.run(tid, item);
+      item = next;
+      tid = next_tid;
+    }
+#else
     typename Body::Item items[kRows];
 SOAHEAP_UNROLL
     for (int row = 0; row < kRows; ++row) {
@@ -154,6 +173,7 @@ SOAHEAP_UNROLL
       for (int next = 0; next + 1 < kRows; ++next) items[next] = items[next + 1];
       if (tid < total) body.run(tid, item);
     }
+#endif
   }
 }
 

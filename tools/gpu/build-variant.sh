@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds one program of a configured CMake (Ninja) build again with extra compile definitions, into
+# a folder of its own, without touching the build's own objects: variants of a library change
+# (SOAHEAP_EXP_* switches) can then be carried to a GPU machine and measured in one visit.
+# Usage: tools/gpu/build-variant.sh BUILD_DIR TARGET OUT_DIR "-DNAME=VALUE ..."
+# Example: tools/gpu/build-variant.sh build parallel_do_bench variants/pipe8 \
+#            "-DSOAHEAP_EXP_ROW_PIPELINE=1 -DSOAHEAP_EXP_PARALLEL_DO_ROWS=8"
+set -euo pipefail
+build="$(cd "$1" && pwd)"; target="$2"; out="$3"; definitions="$4"
+mkdir -p "$out"; out="$(cd "$out" && pwd)"
+cd "$build"
+ninja "bin/$target" >/dev/null  # its libraries, and the command lines below, up to date
+compile="$(ninja -t commands "bin/$target" | grep -- ' -c ' | grep -E '\.(cu|cpp)\.o -c ' | tail -1)"
+link="$(ninja -t commands "bin/$target" | tail -1)"
+[ -n "$compile" ] || { echo "build-variant: no compile command for $target in $build" >&2; exit 2; }
+object="$(sed -E 's/.* -o ([^ ]+)$/\1/' <<<"$compile")"
+compile="$(sed -E "s# -MD -MT [^ ]+ -MF [^ ]+##; s# -o [^ ]+\$# -o $out/$target.o#" <<<"${compile/ -c / $definitions -c }")"
+link="$(sed -E "s# -o bin/$target # -o $out/$target #" <<<"${link/$object/$out/$target.o}")"
+eval "$compile"
+eval "$link"
+rm -f "$out/$target.o"
+echo "$out/$target ($definitions)"
