@@ -75,6 +75,11 @@ programs=(
   "gol|example/game-of-life/dynasoar/gol.cu|example/game-of-life/dataset_loader.cu|-O3 -DNDEBUG"
   "sugarscape|example/sugarscape/dynasoar/sugarscape.cu||-O3 -DNDEBUG"
   "generation|example/generation/dynasoar/generation.cu|example/generation/dataset_loader.cu|-O3 -DNDEBUG"
+  "wator_no_cell|example/wa-tor/dynasoar_no_cell/wator.cu||-O3 -DNDEBUG"
+  "gol_no_cell|example/game-of-life/dynasoar_no_cell/gol.cu|example/game-of-life/dataset_loader.cu|-O3 -DNDEBUG"
+  # Their build script's example (-x 8 -m 262144): with the defaults (1,024 objects per thread) the
+  # 16.8 M allocations exceed the heap of kNumObjects = 16.5 M objects, in DynaSOAr as here.
+  "linux_scalability|example/linux-scalability/dynasoar/linux_scalability.cu||-O3 -DNDEBUG -DPARAM_SIZE=8 -DPARAM_MAX_OBJ=262144"
   "barnes_hut_patched|@patched/example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DNDEBUG"
 )
 if [ "${WITH_DEBUG:-0}" = 1 ]; then
