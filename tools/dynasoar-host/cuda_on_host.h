@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #define __global__
@@ -45,7 +46,24 @@ constexpr cudaError_t cudaSuccess = 0;
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                       cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 
+constexpr cudaError_t cudaErrorMemoryAllocation = 2;
+
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+// "Device" memory of the programs' own arrays is host memory here.
+template <typename T>
+cudaError_t cudaMalloc(T** pointer, std::size_t bytes) {
+  *pointer = static_cast<T*>(std::malloc(bytes));
+  return *pointer != nullptr || bytes == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFree(void* pointer) {
+  std::free(pointer);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* destination, const void* source, std::size_t bytes, cudaMemcpyKind) {
+  std::memcpy(destination, source, bytes);
+  return cudaSuccess;
+}
 enum cudaLimit { cudaLimitStackSize, cudaLimitPrintfFifoSize, cudaLimitMallocHeapSize };
 /// Host threads have their own (large) stacks: nothing to raise.
 inline cudaError_t cudaDeviceSetLimit(cudaLimit, std::size_t) { return cudaSuccess; }

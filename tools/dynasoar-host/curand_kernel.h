@@ -8,6 +8,7 @@
 struct curandState {
   std::uint64_t state = 0;
 };
+using curandState_t = curandState;  // cuRAND's default generator's state has both names
 
 inline std::uint64_t soaheap_host_splitmix64(std::uint64_t& state) {
   std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);

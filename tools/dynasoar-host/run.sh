@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # A DynaSOAr example program on soaheap's host backend, for the sanitizers: the program's sources are
-# copied, their `name<<<grid, block>>>(args);` launches rewritten to soaheap_host::launch (the only
-# change), compiled by g++ against the shim with cuda_on_host.h and the stand-in curand_kernel.h,
-# optionally with ThreadSanitizer or AddressSanitizer+UBSan, and run.
+# copied, their `name<<<grid, block>>>(args);` launches rewritten to soaheap_host::launch and a PTX
+# `asm("trap;")` to __builtin_trap() (the only changes), compiled by g++ against the shim with
+# cuda_on_host.h and the stand-in curand_kernel.h, optionally with ThreadSanitizer or
+# AddressSanitizer+UBSan, and run.
 #
 # Usage (repo root): tools/dynasoar-host/run.sh DYNASOAR_DIR MAIN_SOURCE [SANITIZER] [-- FLAGS...]
 #   MAIN_SOURCE  relative to DYNASOAR_DIR, e.g. example/barnes-hut-dynamic/dynasoar/barnes_hut.cu
 #   SANITIZER    none (default), thread or address
 #   FLAGS        extra compiler flags, e.g. -DNDEBUG -DPARAM_SIZE=20000 -DPARAM_NUM_ITER=20
 # Environment: SOAHEAP_HOST_THREADS (worker threads of the host backend, default: all cores),
-#   BIN_DIR (default build-dynasoar-host), CXX (default g++), PATCH (a patch applied to the copy).
+#   BIN_DIR (default build-dynasoar-host), CXX (default g++), PATCH (a patch applied to the copy),
+#   EXTRA (more of the program's sources, relative to DYNASOAR_DIR, e.g. game-of-life's
+#   example/game-of-life/dataset_loader.cu), ARGS (the program's command line).
 # Exit status: the program's.
 set -euo pipefail
 src="$(cd "${1:?usage: $0 DYNASOAR_DIR MAIN_SOURCE [SANITIZER] [-- FLAGS...]}" && pwd)"
@@ -28,7 +31,9 @@ cp -r "$src/example" "$copy/"
 [ -d "$src/util" ] && cp -r "$src/util" "$copy/"
 if [ -n "${PATCH:-}" ]; then patch -d "$copy" -p1 <"$PATCH"; fi
 # name<<<grid, block>>>(args);  ->  soaheap_host::launch(grid, block, [&] { name(args); });
-perl -0pi -e 's/(\w+)\s*<<<\s*([^,>]+?)\s*,\s*([^,>]+?)\s*>>>\s*\(([^;]*?)\)\s*;/soaheap_host::launch($2, $3, [&] { $1($4); });/g' \
+# asm("trap;") (PTX, e.g. linux-scalability's out-of-memory check)  ->  __builtin_trap()
+perl -0pi -e 's/(\w+)\s*<<<\s*([^,>]+?)\s*,\s*([^,>]+?)\s*>>>\s*\(([^;]*?)\)\s*;/soaheap_host::launch($2, $3, [&] { $1($4); });/g;
+              s/\basm\s*\(\s*"trap;"\s*\)/__builtin_trap()/g' \
   "$copy/$main"
 
 case "$sanitizer" in
@@ -44,6 +49,8 @@ for module_include in "$repo"/*/include; do includes="$includes -I$module_includ
 includes="$includes -I$copy/example/configuration/dynasoar -I$copy"
 # shellcheck disable=SC2086  # word splitting of the flag lists is intended
 "${CXX:-g++}" -std=c++17 -O1 -g -fno-omit-frame-pointer $sanitize -include cuda_on_host.h $includes "$@" \
-  -x c++ "$copy/$main" "$repo/base/src/log.cpp" -x none -o "$bin/$name" -lspdlog -lfmt -pthread
+  -x c++ "$copy/$main" ${EXTRA:+$(printf "$copy/%s " $EXTRA)} "$repo/base/src/log.cpp" -x none -o "$bin/$name" \
+  -lspdlog -lfmt -pthread
 echo "### built $bin/$name ($sanitizer), running with ${SOAHEAP_HOST_THREADS:-all cores} worker threads" >&2
-"$bin/$name"
+# shellcheck disable=SC2086  # ARGS is a command line
+"$bin/$name" ${ARGS:-}
