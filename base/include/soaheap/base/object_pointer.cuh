@@ -34,6 +34,22 @@ SOAHEAP_HD inline std::uint64_t make_object_pointer(std::uint64_t data_address, 
          ((static_cast<std::uint64_t>(class_id) & 31) << kClassIdShift);
 }
 
+/// make_object_pointer for a loop that builds one pointer per slot of a block (device_do over a
+/// partly filled block): the same bits for every valid address (below 2^kAddressBits), but the
+/// slot is added before the address mask is applied, so the mask cannot be hoisted out of the loop.
+/// nvcc folds capacity and class out of a field access only where it sees the tag bits being made
+/// in the same basic block; with the mask hoisted, every field access in such a loop decodes them
+/// again (docs/performance.md, "The core loop, fourth pass"). An experiment, used only with
+/// SOAHEAP_EXP_SLOT_POINTERS=1 until measured on a GPU.
+SOAHEAP_HD inline std::uint64_t make_object_pointer_for_slot(std::uint64_t data_address, int slot, int capacity,
+                                                             int class_id) {
+  constexpr std::uint64_t kAddressAndSlot =
+      (kAddressMask | (std::uint64_t{63} << kSlotShift)) & ~static_cast<std::uint64_t>(kObjectAlignment - 1);
+  return ((data_address + ((static_cast<std::uint64_t>(slot) & 63) << kSlotShift)) & kAddressAndSlot) |
+         ((static_cast<std::uint64_t>(capacity - 1) & 63) << kCapacityShift) |
+         ((static_cast<std::uint64_t>(class_id) & 31) << kClassIdShift);
+}
+
 /// Strips a field's member offset, leaving the tagged object pointer.
 SOAHEAP_HD inline std::uint64_t object_bits_of(const void* address) {
   return reinterpret_cast<std::uintptr_t>(address) & ~static_cast<std::uint64_t>(kObjectAlignment - 1);
