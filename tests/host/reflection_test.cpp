@@ -73,3 +73,25 @@ TEST(Reflection, ProxyFieldsBehaveLikeMembers) {
 }
 
 }  // namespace soaheap_test
+
+// device_do's experimental slot pointers (SOAHEAP_EXP_SLOT_POINTERS) must be the very bits
+// make_object_pointer gives, for every slot, capacity and class of a valid (128-aligned, 47-bit)
+// data address; the two differ only in where the compiler can see the mask applied.
+TEST(ObjectPointers, SlotPointersHaveTheBitsOfObjectPointers) {
+  using namespace soaheap::detail;
+  const std::uint64_t addresses[] = {0, kObjectAlignment, 0x7f12'3456'7880, kAddressMask & ~(kObjectAlignment - 1)};
+  std::uint64_t compared = 0;
+  for (const std::uint64_t address : addresses)
+    for (int slot = 0; slot < kSlotsPerBlock; ++slot)
+      for (int capacity = 1; capacity <= kSlotsPerBlock; capacity += 7)
+        for (int class_id = 0; class_id < kMaxClasses; class_id += 5) {
+          const std::uint64_t expected = make_object_pointer(address, slot, capacity, class_id);
+          ASSERT_EQ(make_object_pointer_for_slot(address, slot, capacity, class_id), expected)
+              << "address " << address << ", slot " << slot << ", capacity " << capacity << ", class " << class_id;
+          ASSERT_EQ(slot_of(expected), slot);
+          ASSERT_EQ(capacity_of(expected), capacity);
+          ASSERT_EQ(class_id_of(expected), class_id);
+          ++compared;
+        }
+  EXPECT_EQ(compared, 4u * 64u * 10u * 7u);
+}

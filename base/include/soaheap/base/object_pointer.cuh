@@ -27,11 +27,13 @@ inline constexpr std::uint64_t kAddressMask = (std::uint64_t{1} << kAddressBits)
 /// the compiler which bits each part occupies, so that where the class is known at compile time
 /// (parallel_do, new) it folds capacity and class back out of the pointer and a field access
 /// becomes one multiply-add on the block address, as in hand-written SOA code.
+SOAHEAP_HD inline std::uint64_t class_tag_bits(int capacity, int class_id) {
+  return ((static_cast<std::uint64_t>(capacity - 1) & 63) << kCapacityShift) |
+         ((static_cast<std::uint64_t>(class_id) & 31) << kClassIdShift);
+}
 SOAHEAP_HD inline std::uint64_t make_object_pointer(std::uint64_t data_address, int slot, int capacity, int class_id) {
   return (data_address & kAddressMask & ~static_cast<std::uint64_t>(kObjectAlignment - 1)) |
-         ((static_cast<std::uint64_t>(slot) & 63) << kSlotShift) |
-         ((static_cast<std::uint64_t>(capacity - 1) & 63) << kCapacityShift) |
-         ((static_cast<std::uint64_t>(class_id) & 31) << kClassIdShift);
+         ((static_cast<std::uint64_t>(slot) & 63) << kSlotShift) | class_tag_bits(capacity, class_id);
 }
 
 /// make_object_pointer for a loop that builds one pointer per slot of a block (device_do over a
@@ -46,8 +48,7 @@ SOAHEAP_HD inline std::uint64_t make_object_pointer_for_slot(std::uint64_t data_
   constexpr std::uint64_t kAddressAndSlot =
       (kAddressMask | (std::uint64_t{63} << kSlotShift)) & ~static_cast<std::uint64_t>(kObjectAlignment - 1);
   return ((data_address + ((static_cast<std::uint64_t>(slot) & 63) << kSlotShift)) & kAddressAndSlot) |
-         ((static_cast<std::uint64_t>(capacity - 1) & 63) << kCapacityShift) |
-         ((static_cast<std::uint64_t>(class_id) & 31) << kClassIdShift);
+         class_tag_bits(capacity, class_id);
 }
 
 /// Strips a field's member offset, leaving the tagged object pointer.
