@@ -118,6 +118,7 @@ struct CompactionPlan {
   std::uint64_t* frozen;       ///< [M] allocation bitmap of each member before anything moved
   std::uint32_t* class_blocks; ///< [M] allocated blocks of the class, in no particular order
   std::uint64_t* donor_bits;   ///< [ceil(M/64)] bit per block that gives objects away (zero before the roles)
+  std::uint64_t* partial_bits; ///< [ceil(M/64)] bit per donor that keeps some of its objects (at most one per window)
   int class_index = 0;
   int capacity = 1;
   bool minimum = false;        ///< members: every block with a free slot (else: the candidates)
@@ -137,7 +138,12 @@ struct CompactionPlan {
   /// Last block whose offset (give or receive) is at most @p g: the block that owns the g-th unit.
   template <std::uint64_t PlanFlow::*Member>
   SOAHEAP_HD std::uint64_t owner_of(std::uint64_t g) const {
-    std::uint64_t low = 0;
+    return owner_from<Member == &PlanFlow::receive>(g, 0);
+  }
+  /// owner_of, knowing that the owner is @p low or a later block.
+  template <bool kReceive>
+  SOAHEAP_HD std::uint64_t owner_from(std::uint64_t g, std::uint64_t low) const {
+    constexpr std::uint64_t PlanFlow::*Member = kReceive ? &PlanFlow::receive : &PlanFlow::give;
     std::uint64_t high = view.block_count;
     while (high - low > 1) {
       const std::uint64_t middle = low + (high - low) / 2;
@@ -150,6 +156,59 @@ struct CompactionPlan {
     return low;
   }
 
+#if SOAHEAP_DEVICE_CODE
+  /// owner_of for the 32 consecutive units g0, g0 + 1, ... of a converged warp (lane i asks for
+  /// g0 + i), for the donors and the receivers at once: about 12 dependent loads per warp instead of
+  /// 2·log2(M) per thread. Half a warp searches each scan 16-ary for the owner of g0 (6 steps for a
+  /// million blocks); then every lane loads one of the 32 offsets after it, and each lane finds its
+  /// own owner among them by a binary search over shuffles. A lane whose owner lies beyond those 32
+  /// blocks (a long run of blocks without flow) finishes with the binary search from there.
+  __device__ void warp_owners(std::uint64_t g, std::uint64_t& donor, std::uint64_t& receiver) const {
+    const std::uint64_t g0 = __shfl_sync(kFullWarp, g, 0);
+    const int lane = lane_id();
+    const bool receive_half = lane >= 16;
+    const std::uint64_t probe_index = static_cast<std::uint64_t>(lane % 16);
+    std::uint64_t low = 0;  // offsets[low] <= g0 < offsets[high] (high = M: past the end)
+    std::uint64_t high = view.block_count;
+    while (__any_sync(kFullWarp, high - low > 1)) {
+      const std::uint64_t span = high - low;
+      const std::uint64_t probe = span > 1 ? low + 1 + probe_index * (span - 1) / 16 : low;
+      const bool below = span > 1 && unit_offset(probe, receive_half) <= g0;
+      const unsigned half = (__ballot_sync(kFullWarp, below) >> (receive_half ? 16 : 0)) & 0xffffu;
+      if (span > 1) {
+        if (half == 0) {
+          high = low + 1;
+        } else {
+          const std::uint64_t last = static_cast<std::uint64_t>(31 - __clz(static_cast<int>(half)));
+          if (last < 15) high = low + 1 + (last + 1) * (span - 1) / 16;
+          low = low + 1 + last * (span - 1) / 16;
+        }
+      }
+    }
+    donor = owner_near<false>(g, __shfl_sync(kFullWarp, low, 0), lane);
+    receiver = owner_near<true>(g, __shfl_sync(kFullWarp, low, 16), lane);
+  }
+
+ private:
+  __device__ std::uint64_t unit_offset(std::uint64_t block, bool receive) const {
+    return receive ? offsets[block].receive : offsets[block].give;
+  }
+  /// The owner of g, knowing that block @p first owns g0 = g - lane (see warp_owners).
+  template <bool kReceive>
+  __device__ std::uint64_t owner_near(std::uint64_t g, std::uint64_t first, int lane) const {
+    const std::uint64_t next = first + 1 + static_cast<std::uint64_t>(lane);
+    const std::uint64_t offset = next < view.block_count ? unit_offset(next, kReceive) : ~std::uint64_t{0};
+    int below = 0;  // how many of the 32 offsets after `first` are <= g (they ascend)
+    for (int step = 16; step >= 1; step /= 2)
+      if (__shfl_sync(kFullWarp, offset, below + step - 1) <= g) below += step;
+    if (__shfl_sync(kFullWarp, offset, 31) <= g) below = 32;
+    if (below < 32) return first + static_cast<std::uint64_t>(below);
+    return owner_from<kReceive>(g, first + 32);
+  }
+
+ public:
+#endif
+
   /// Rank (in slot order) of the first object that @p donor gives away.
   SOAHEAP_HD int first_given_rank(std::uint64_t donor) const {
     return popcount(frozen[donor]) - static_cast<int>(flows[donor].give);
@@ -158,8 +217,12 @@ struct CompactionPlan {
   /// Block and slot that receive the @p g-th moved object.
   SOAHEAP_HD void destination_of(std::uint64_t g, std::uint64_t& block, int& slot) const {
     block = this->template owner_of<&PlanFlow::receive>(g);
-    const int rank = static_cast<int>(g - offsets[block].receive);
-    slot = select_set_bit(~frozen[block] & full_mask(), rank);
+    slot = slot_received(g, block);
+  }
+  /// The slot of @p receiver (the owner of receiving unit @p g) that receives the g-th moved object.
+  SOAHEAP_HD int slot_received(std::uint64_t g, std::uint64_t receiver) const {
+    const int rank = static_cast<int>(g - offsets[receiver].receive);
+    return select_set_bit(~frozen[receiver] & full_mask(), rank);
   }
 
   /// New pointer bits of the object in @p slot of donor @p block (which gave it away).
@@ -194,7 +257,8 @@ struct PlanSurveyKernel {
     WindowPlan& window = plan.window_of(block);
     aggregated_fetch_add(&window.members, member);
     aggregated_fetch_add(&window.member_objects, fill >= 0 ? static_cast<std::uint64_t>(fill) : 0);
-    if (fill >= 0) atomic_fetch_add(&window.fill_histogram[fill], 1);
+    // A few bins take nearly every member: one atomic per bin and warp, not per member.
+    aggregated_fetch_add(&window.fill_histogram[fill >= 0 ? fill : 0], member);
   }
 };
 
@@ -240,44 +304,50 @@ struct PlanDecisionKernel {
 };
 
 /// Step 3, one thread per block of the heap: each member's role and flow; frozen bitmaps. Every
-/// flow entry is written, so the scans need no zeroed buffer.
+/// flow entry is written, so the scans need no zeroed buffer. Donors are marked in donor_bits, and
+/// the one donor of a window that keeps some objects (the remainder) also in partial_bits.
 template <class View>
 struct PlanRolesKernel {
   CompactionPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t block) const {
-    PlanFlow flow{0, 0};
+    WindowPlan& window = plan.window_of(block);
+    int fill_level = -1;
     if (plan.counts->working_blocks != 0 && plan.view.allocated_blocks(plan.class_index).get(block)) {
-      WindowPlan& window = plan.window_of(block);
       const std::uint64_t allocation = atomic_load(&plan.view.headers[block].allocation) & plan.full_mask();
-      const int fill_level = plan.member_fill(block, allocation);
-      if (fill_level >= 0) {
-        plan.frozen[block] = allocation;
-        const std::uint64_t fill = static_cast<std::uint64_t>(fill_level);
-        const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
-        if (window.sources != 0) {  // else this window moves nothing (others do)
-          std::uint64_t position = 0;  // in fill order; only its relation to s matters
-          if (fill > window.split_fill) {
-            position = window.sources + 1;
-          } else if (fill == window.split_fill) {
-            position = window.split_first + atomic_fetch_add(&window.split_ticket, 1);
-          }
-          if (position < window.sources) {
-            flow.give = fill;
-          } else if (position == window.sources) {
-            const std::uint64_t keep = window.remainder_keep;
-            flow.give = fill > keep ? fill - keep : 0;
-            flow.receive = fill > keep ? 0 : keep - fill;
-          } else {
-            flow.receive = capacity - fill;
-          }
-          if (flow.give != 0) mark_donor(block);
-        }
+      fill_level = plan.member_fill(block, allocation);
+      if (fill_level >= 0) plan.frozen[block] = allocation;
+    }
+    const bool moves = fill_level >= 0 && window.sources != 0;  // else this window moves nothing (others do)
+    const std::uint64_t fill = static_cast<std::uint64_t>(fill_level);
+    // The members of the split level are ranked among themselves by a ticket; every lane takes
+    // part (adding 0 if it is not one) so that a warp draws its tickets with one atomic.
+    const bool at_split = moves && fill == window.split_fill;
+    const std::uint64_t ticket = aggregated_fetch_add(&window.split_ticket, at_split ? 1 : 0);
+    PlanFlow flow{0, 0};
+    if (moves) {
+      const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
+      std::uint64_t position = 0;  // in fill order; only its relation to s matters
+      if (fill > window.split_fill) {
+        position = window.sources + 1;
+      } else if (at_split) {
+        position = window.split_first + ticket;
       }
+      if (position < window.sources) {
+        flow.give = fill;
+      } else if (position == window.sources) {
+        const std::uint64_t keep = window.remainder_keep;
+        flow.give = fill > keep ? fill - keep : 0;
+        flow.receive = fill > keep ? 0 : keep - fill;
+      } else {
+        flow.receive = capacity - fill;
+      }
+      if (flow.give != 0) set_bit(plan.donor_bits, block);
+      if (flow.give != 0 && flow.give < fill) set_bit(plan.partial_bits, block);
     }
     plan.flows[block] = flow;
   }
-  SOAHEAP_HD void mark_donor(std::uint64_t block) const {
-    atomic_fetch_or(&plan.donor_bits[block / 64], std::uint64_t{1} << (block % 64));
+  SOAHEAP_HD static void set_bit(std::uint64_t* bits, std::uint64_t block) {
+    atomic_fetch_or(&bits[block / 64], std::uint64_t{1} << (block % 64));
   }
 };
 
@@ -300,14 +370,23 @@ struct PlanCopyKernel {
   CompactionPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t g) const {
     const View& view = plan.view;
-    const std::uint64_t donor = plan.template owner_of<&PlanFlow::give>(g);
+    std::uint64_t donor = 0;
+    std::uint64_t to_block = 0;
+#if SOAHEAP_DEVICE_CODE
+    // The launch gives a warp's lanes consecutive units, except a last, partial warp.
+    if (whole_warp_converged() && __all_sync(kFullWarp, g == __shfl_sync(kFullWarp, g, 0) + lane_id())) {
+      plan.warp_owners(g, donor, to_block);
+    } else
+#endif
+    {
+      donor = plan.template owner_of<&PlanFlow::give>(g);
+      to_block = plan.template owner_of<&PlanFlow::receive>(g);
+    }
     const std::uint64_t frozen = plan.frozen[donor];
     const int first_rank = plan.first_given_rank(donor);
     const int given_index = static_cast<int>(g - plan.offsets[donor].give);
     const int from_slot = select_set_bit(frozen, first_rank + given_index);
-    std::uint64_t to_block = 0;
-    int to_slot = 0;
-    plan.destination_of(g, to_block, to_slot);
+    const int to_slot = plan.slot_received(g, to_block);
     ObjectCopy<View, C>::copy(view.data_address(donor), from_slot, view.data_address(to_block), to_slot);
     if constexpr (Field >= 0)
       *in_place_forwarding_pointer<View, C, Field>(view, donor, from_slot) =
@@ -323,7 +402,9 @@ struct PlanCopyKernel {
 };
 
 /// Where the plan's moved objects went, for the rewrite: read from the forwarding pointer the copy
-/// left in the old slot (Field >= 0) or recomputed from the scans (Field < 0).
+/// left in the old slot (Field >= 0) or recomputed from the scans (Field < 0). A bit per block
+/// (M/8 bytes, cache-resident; nothing writes it during the rewrite, so it is read through the
+/// read-only cache) rejects most pointers before any other load.
 template <class View, class C, int Field>
 struct PlanRelocation {
   CompactionPlan<View> plan;
@@ -331,23 +412,50 @@ struct PlanRelocation {
   SOAHEAP_HD bool holder_block_moved_away(std::uint64_t) const { return false; }
   SOAHEAP_HD std::uint64_t relocate(std::uint64_t pointer) const {
     const std::uint64_t block = plan.view.block_of(pointer);
-    if (!is_donor(block)) return pointer;
+    if (!read_only_bit(plan.donor_bits, block)) return pointer;
     const int slot = slot_of(pointer);
-    if (((plan.view.headers[block].allocation >> slot) & 1u) != 0) return pointer;  // stayed
+    // Every donor but the remainder of a window gave all its objects: no header to read.
+    if (read_only_bit(plan.partial_bits, block) && ((plan.view.headers[block].allocation >> slot) & 1u) != 0)
+      return pointer;  // stayed
     if constexpr (Field >= 0) {
       return *in_place_forwarding_pointer<View, C, Field>(plan.view, block, slot);
     } else {
       return plan.recomputed_destination(block, slot);
     }
   }
-
- private:
-  /// A bit per block (M/8 bytes, cache-resident) rejects most pointers before any other load;
-  /// nothing writes it during the rewrite, so it goes through the read-only cache.
-  SOAHEAP_HD bool is_donor(std::uint64_t block) const {
-    return read_only_bit(plan.donor_bits, block);
-  }
 };
+
+/// PlanRelocation of several pointers with their loads in flight together: first the donor and
+/// partial bits of all of them (unconditional loads, block 0 standing in for pointers of other
+/// classes), then the forwarding pointers of those that moved. relocate() one pointer at a time
+/// waits for each load before the next pointer's first one: three memory latencies per pointer.
+template <class View, class C, int Field, int N>
+SOAHEAP_HD void relocate_batch(const PlanRelocation<View, C, Field>& relocation, int moved_class,
+                               const std::uint64_t (&pointers)[N], std::uint64_t (&moved)[N]) {
+  const CompactionPlan<View>& plan = relocation.plan;
+  std::uint64_t blocks[N];
+  bool donor[N];
+  bool partial[N];
+  for (int i = 0; i < N; ++i) {
+    const bool ours = pointers[i] != 0 && class_id_of(pointers[i]) == moved_class;
+    blocks[i] = ours ? plan.view.block_of(pointers[i]) : 0;
+    donor[i] = ours & read_only_bit(plan.donor_bits, blocks[i]);
+    partial[i] = read_only_bit(plan.partial_bits, blocks[i]);
+  }
+  for (int i = 0; i < N; ++i) {  // a remainder's objects may have stayed (rare: one block per window)
+    if (donor[i] && partial[i] && ((plan.view.headers[blocks[i]].allocation >> slot_of(pointers[i])) & 1u) != 0)
+      donor[i] = false;
+  }
+  for (int i = 0; i < N; ++i) {
+    moved[i] = pointers[i];
+    if (!donor[i]) continue;
+    if constexpr (Field >= 0) {
+      moved[i] = *in_place_forwarding_pointer<View, C, Field>(plan.view, blocks[i], slot_of(pointers[i]));
+    } else {
+      moved[i] = plan.recomputed_destination(blocks[i], slot_of(pointers[i]));
+    }
+  }
+}
 
 /// Step 7, one thread per block of the class's list: emptied donors become free, other members get
 /// active/defrag from their new fill level.

@@ -32,7 +32,7 @@ struct PlanScratch {
   Memory flows;        ///< PlanFlow[M]
   Memory offsets;      ///< PlanFlow[M]
   Memory frozen;       ///< u64[M]
-  Memory donor_bits;   ///< u64[ceil(M/64)]
+  Memory donor_bits;   ///< u64[ceil(M/64)] donor bits, then u64[ceil(M/64)] partial-donor bits
   Memory lists;        ///< u32[classes][M]: allocated blocks per class
   Memory counts;       ///< PlanCounts[classes], then u64[classes] holder list counts
   Memory windows;      ///< WindowPlan[ceil(M / window)], for the smallest window asked for so far
@@ -51,7 +51,7 @@ struct PlanScratch {
     flows = Memory(backend, blocks * sizeof(PlanFlow));
     offsets = Memory(backend, blocks * sizeof(PlanFlow));
     frozen = Memory(backend, blocks * sizeof(std::uint64_t));
-    donor_bits = Memory(backend, donor_words(blocks) * sizeof(std::uint64_t));
+    donor_bits = Memory(backend, 2 * donor_words(blocks) * sizeof(std::uint64_t));
     lists = Memory(backend, static_cast<std::uint64_t>(classes) * blocks * sizeof(std::uint32_t));
     counts = Memory(backend, static_cast<std::uint64_t>(classes) * (sizeof(PlanCounts) + sizeof(std::uint64_t)));
     host_counts.assign(static_cast<std::size_t>(classes), PlanCounts{});
@@ -129,6 +129,7 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
   plan.frozen = scratch.frozen.template as<std::uint64_t>();
   plan.class_blocks = scratch.class_list(kClass);
   plan.donor_bits = scratch.donor_bits.template as<std::uint64_t>();
+  plan.partial_bits = plan.donor_bits + PlanScratch::donor_words(blocks);
   plan.window_blocks = scratch.prepare_windows(heap.backend(), options.locality_window);
   plan.windows = scratch.windows.template as<WindowPlan>();
   const std::uint64_t window_count = scratch.window_count(plan.window_blocks);
@@ -144,7 +145,7 @@ void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const Defr
                   ZeroWordsKernel{reinterpret_cast<std::uint64_t*>(plan.windows)});
   executor.launch(blocks, PlanSurveyKernel<View>{plan});
   executor.launch(window_count, PlanDecisionKernel<View>{plan});
-  executor.launch(PlanScratch::donor_words(blocks), ZeroWordsKernel{plan.donor_bits});
+  executor.launch(2 * PlanScratch::donor_words(blocks), ZeroWordsKernel{plan.donor_bits});  // and partial_bits
   executor.launch(blocks, PlanRolesKernel<View>{plan});
   scratch.scan_flows(executor);
   scratch.timers[kPlanPhaseScan].stop(executor);

@@ -77,6 +77,19 @@ struct PassRelocation {
   }
 };
 
+/// Relocates each pointer of @p pointers that names an object of class @p moved_class (null and
+/// other classes' pointers pass through unchanged) into @p moved. Relocations that can keep the
+/// loads of several pointers in flight at once overload this (PlanRelocation).
+template <class Relocation, int N>
+SOAHEAP_HD void relocate_batch(const Relocation& relocation, int moved_class, const std::uint64_t (&pointers)[N],
+                               std::uint64_t (&moved)[N]) {
+  for (int i = 0; i < N; ++i) {
+    const std::uint64_t pointer = pointers[i];
+    const bool ours = pointer != 0 && class_id_of(pointer) == moved_class;
+    moved[i] = ours ? relocation.relocate(pointer) : pointer;
+  }
+}
+
 /// kSlotsPerThread slots of one allocated block of U per thread: thread `lane` of a block takes slots
 /// lane, lane + T, lane + 2T, ... (T threads per block), so each load instruction of a warp reads
 /// consecutive slots of a field's SOA array (coalesced), and a thread has several independent
@@ -120,22 +133,23 @@ struct RewritePointersKernel {
     if constexpr (field_can_point_to_v<FieldType, C>) {
       constexpr std::uint64_t kOffset = soa_array_offset<FieldList, Field>(kCapacity);
       constexpr int kExtent = pointer_field_extent_v<FieldType>;
+      constexpr int kValues = kSlotsPerThread * kExtent;
       std::uint64_t* fields[kSlotsPerThread];
-      std::uint64_t values[kSlotsPerThread][kExtent];
+      std::uint64_t values[kValues];
       // All loads first: they are independent of each other.
       for (int k = 0; k < kSlotsPerThread; ++k) {
         const int slot = lane + k * kThreadsPerBlock;
         const bool live = slot < kCapacity && ((objects >> slot) & 1u) != 0;
         fields[k] = live ? reinterpret_cast<std::uint64_t*>(data + kOffset + slot * sizeof(FieldType)) : nullptr;
-        for (int e = 0; e < kExtent; ++e) values[k][e] = live ? fields[k][e] : 0;
+        for (int e = 0; e < kExtent; ++e) values[k * kExtent + e] = live ? fields[k][e] : 0;
       }
+      // Then every relocation before the first store: a store might alias the loads of a later
+      // relocation (forwarding pointers, headers), so stores in between would serialise them.
+      std::uint64_t moved[kValues];
+      relocate_batch(relocation, kMovedClass, values, moved);
       for (int k = 0; k < kSlotsPerThread; ++k) {
-        for (int e = 0; e < kExtent; ++e) {
-          const std::uint64_t pointer = values[k][e];
-          if (pointer == 0 || class_id_of(pointer) != kMovedClass) continue;
-          const std::uint64_t moved = relocation.relocate(pointer);
-          if (moved != pointer) fields[k][e] = moved;
-        }
+        for (int e = 0; e < kExtent; ++e)
+          if (moved[k * kExtent + e] != values[k * kExtent + e]) fields[k][e] = moved[k * kExtent + e];
       }
     }
   }
