@@ -402,21 +402,22 @@ struct PlanCopyKernel {
 };
 
 /// Where the plan's moved objects went, for the rewrite: read from the forwarding pointer the copy
-/// left in the old slot (Field >= 0) or recomputed from the scans (Field < 0). A bit per block
-/// (M/8 bytes, cache-resident; nothing writes it during the rewrite, so it is read through the
-/// read-only cache) rejects most pointers before any other load.
+/// left in the old slot (Field >= 0) or recomputed from the scans (Field < 0). Bits per block
+/// (M/8 bytes each, cache-resident; nothing writes them during the rewrite, so they are read
+/// through the read-only cache) reject most pointers before any other load.
 template <class View, class C, int Field>
 struct PlanRelocation {
   CompactionPlan<View> plan;
   /// The copy cleared the bits of moved objects, so no holder block needs skipping.
   SOAHEAP_HD bool holder_block_moved_away(std::uint64_t) const { return false; }
-  SOAHEAP_HD std::uint64_t relocate(std::uint64_t pointer) const {
-    const std::uint64_t block = plan.view.block_of(pointer);
-    if (!read_only_bit(plan.donor_bits, block)) return pointer;
+  /// 1 for a donor, 3 for the donor that may have kept the object (a window's remainder), else 0.
+  SOAHEAP_HD unsigned moved_state(std::uint64_t block) const {
+    return (read_only_bit(plan.donor_bits, block) ? 1u : 0u) | (read_only_bit(plan.partial_bits, block) ? 2u : 0u);
+  }
+  SOAHEAP_HD std::uint64_t moved_to(std::uint64_t pointer, std::uint64_t block, unsigned state) const {
     const int slot = slot_of(pointer);
     // Every donor but the remainder of a window gave all its objects: no header to read.
-    if (read_only_bit(plan.partial_bits, block) && ((plan.view.headers[block].allocation >> slot) & 1u) != 0)
-      return pointer;  // stayed
+    if ((state & 2u) != 0 && ((plan.view.headers[block].allocation >> slot) & 1u) != 0) return pointer;  // stayed
     if constexpr (Field >= 0) {
       return *in_place_forwarding_pointer<View, C, Field>(plan.view, block, slot);
     } else {
@@ -424,38 +425,6 @@ struct PlanRelocation {
     }
   }
 };
-
-/// PlanRelocation of several pointers with their loads in flight together: first the donor and
-/// partial bits of all of them (unconditional loads, block 0 standing in for pointers of other
-/// classes), then the forwarding pointers of those that moved. relocate() one pointer at a time
-/// waits for each load before the next pointer's first one: three memory latencies per pointer.
-template <class View, class C, int Field, int N>
-SOAHEAP_HD void relocate_batch(const PlanRelocation<View, C, Field>& relocation, int moved_class,
-                               const std::uint64_t (&pointers)[N], std::uint64_t (&moved)[N]) {
-  const CompactionPlan<View>& plan = relocation.plan;
-  std::uint64_t blocks[N];
-  bool donor[N];
-  bool partial[N];
-  for (int i = 0; i < N; ++i) {
-    const bool ours = pointers[i] != 0 && class_id_of(pointers[i]) == moved_class;
-    blocks[i] = ours ? plan.view.block_of(pointers[i]) : 0;
-    donor[i] = ours & read_only_bit(plan.donor_bits, blocks[i]);
-    partial[i] = read_only_bit(plan.partial_bits, blocks[i]);
-  }
-  for (int i = 0; i < N; ++i) {  // a remainder's objects may have stayed (rare: one block per window)
-    if (donor[i] && partial[i] && ((plan.view.headers[blocks[i]].allocation >> slot_of(pointers[i])) & 1u) != 0)
-      donor[i] = false;
-  }
-  for (int i = 0; i < N; ++i) {
-    moved[i] = pointers[i];
-    if (!donor[i]) continue;
-    if constexpr (Field >= 0) {
-      moved[i] = *in_place_forwarding_pointer<View, C, Field>(plan.view, blocks[i], slot_of(pointers[i]));
-    } else {
-      moved[i] = plan.recomputed_destination(blocks[i], slot_of(pointers[i]));
-    }
-  }
-}
 
 /// Step 7, one thread per block of the class's list: emptied donors become free, other members get
 /// active/defrag from their new fill level.

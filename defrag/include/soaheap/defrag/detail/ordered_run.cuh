@@ -220,9 +220,10 @@ struct OrderRelocation {
   OrderPlan<View> plan;
   /// The rewrite scans the class's new blocks only: the old ones hold the objects' stale copies.
   SOAHEAP_HD bool holder_block_moved_away(std::uint64_t) const { return false; }
-  SOAHEAP_HD std::uint64_t relocate(std::uint64_t pointer) const {
-    const std::uint64_t block = plan.view.block_of(pointer);
-    if (!plan.is_old(block)) return pointer;  // not an object of the class: leave it to validate()
+  /// Not 0 for the old blocks (a pointer to another block is not an object of the class: it is
+  /// left to validate()).
+  SOAHEAP_HD unsigned moved_state(std::uint64_t block) const { return plan.is_old(block) ? 1u : 0u; }
+  SOAHEAP_HD std::uint64_t moved_to(std::uint64_t pointer, std::uint64_t block, unsigned) const {
     if constexpr (Field >= 0) {
       return *in_place_forwarding_pointer<View, C, Field>(plan.view, block, slot_of(pointer));
     } else {

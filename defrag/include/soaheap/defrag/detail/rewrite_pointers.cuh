@@ -62,10 +62,11 @@ struct PassRelocation {
 
   /// Source blocks hold forwarding pointers now; their objects live on (already copied) in targets.
   SOAHEAP_HD bool holder_block_moved_away(std::uint64_t block) const { return is_source(block); }
-  /// The new bits of @p pointer (an object of the compacted class), or @p pointer if it did not move.
-  SOAHEAP_HD std::uint64_t relocate(std::uint64_t pointer) const {
-    const std::uint64_t block = view.block_of(pointer);
-    return is_source(block) ? lookup(plan, pointer, block) : pointer;
+  /// Not 0 when objects of @p block moved.
+  SOAHEAP_HD unsigned moved_state(std::uint64_t block) const { return is_source(block) ? 1u : 0u; }
+  /// The new bits of @p pointer (an object of the compacted class in @p block).
+  SOAHEAP_HD std::uint64_t moved_to(std::uint64_t pointer, std::uint64_t block, unsigned) const {
+    return lookup(plan, pointer, block);
   }
 
  private:
@@ -77,17 +78,24 @@ struct PassRelocation {
   }
 };
 
-/// Relocates each pointer of @p pointers that names an object of class @p moved_class (null and
-/// other classes' pointers pass through unchanged) into @p moved. Relocations that can keep the
-/// loads of several pointers in flight at once overload this (PlanRelocation).
-template <class Relocation, int N>
-SOAHEAP_HD void relocate_batch(const Relocation& relocation, int moved_class, const std::uint64_t (&pointers)[N],
-                               std::uint64_t (&moved)[N]) {
+/// The new bits of each pointer of @p pointers that names an object of class @p moved_class (null
+/// and other classes' pointers pass through unchanged), in two rounds so that the loads of all N are
+/// in flight together: first relocation.moved_state(block) of every pointer (bits read through the
+/// cache; block 0 stands in for the other pointers, so these loads need no branch), then
+/// relocation.moved_to(pointer, block, state) where the state is not 0 (the new place, or the
+/// pointer itself for an object that stayed). One pointer after the other, each would wait for its
+/// loads before the next pointer's first load is issued.
+template <class View, class Relocation, int N>
+SOAHEAP_HD void relocate_batch(const View& view, const Relocation& relocation, int moved_class,
+                               const std::uint64_t (&pointers)[N], std::uint64_t (&moved)[N]) {
+  std::uint64_t blocks[N];
+  unsigned states[N];
   for (int i = 0; i < N; ++i) {
-    const std::uint64_t pointer = pointers[i];
-    const bool ours = pointer != 0 && class_id_of(pointer) == moved_class;
-    moved[i] = ours ? relocation.relocate(pointer) : pointer;
+    const bool ours = pointers[i] != 0 && class_id_of(pointers[i]) == moved_class;
+    blocks[i] = ours ? view.block_of(pointers[i]) : 0;
+    states[i] = relocation.moved_state(blocks[i]) & (ours ? ~0u : 0u);
   }
+  for (int i = 0; i < N; ++i) moved[i] = states[i] != 0 ? relocation.moved_to(pointers[i], blocks[i], states[i]) : pointers[i];
 }
 
 /// kSlotsPerThread slots of one allocated block of U per thread: thread `lane` of a block takes slots
@@ -146,7 +154,7 @@ struct RewritePointersKernel {
       // Then every relocation before the first store: a store might alias the loads of a later
       // relocation (forwarding pointers, headers), so stores in between would serialise them.
       std::uint64_t moved[kValues];
-      relocate_batch(relocation, kMovedClass, values, moved);
+      relocate_batch(view, relocation, kMovedClass, values, moved);
       for (int k = 0; k < kSlotsPerThread; ++k) {
         for (int e = 0; e < kExtent; ++e)
           if (moved[k * kExtent + e] != values[k * kExtent + e]) fields[k][e] = moved[k * kExtent + e];
