@@ -237,7 +237,8 @@ template <class View>
 struct OrderReleaseKernel {
   OrderPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t index) const {
-    release_emptied_block(plan.view, plan.old_blocks[index], plan.class_index);
+    count_blocks_freed_by_warp(plan.view, true);
+    release_counted_block(plan.view, plan.old_blocks[index], plan.class_index);
   }
 };
 
