@@ -10,7 +10,7 @@ build="$(cd "$1" && pwd)"; target="$2"; out="$3"; definitions="$4"
 mkdir -p "$out"; out="$(cd "$out" && pwd)"
 cd "$build"
 ninja "bin/$target" >/dev/null  # its libraries, and the command lines below, up to date
-compile="$(ninja -t commands "bin/$target" | grep -- ' -c ' | grep -E '\.(cu|cpp)\.o -c ' | tail -1)"
+compile="$(ninja -t commands "bin/$target" | grep -- ' -c ' | grep -F -- "CMakeFiles/$target.dir/" | tail -1)"  # its own source, not a library's
 link="$(ninja -t commands "bin/$target" | tail -1)"
 [ -n "$compile" ] || { echo "build-variant: no compile command for $target in $build" >&2; exit 2; }
 object="$(sed -E 's/.* -o ([^ ]+)$/\1/' <<<"$compile")"
