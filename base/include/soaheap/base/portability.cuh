@@ -107,6 +107,17 @@ SOAHEAP_HD inline std::uint64_t atomic_fetch_add(std::uint64_t* address, std::ui
 #endif
 }
 
+/// Adds @p value without reading the old value: a reduction that the memory system completes on its
+/// own, so the thread does not wait for it (an atomic whose result is used waits a round trip, longer
+/// when many threads add to the same word). Relaxed, like the other atomics here.
+SOAHEAP_HD inline void atomic_add_no_return(std::uint64_t* address, std::uint64_t value) {
+#if SOAHEAP_DEVICE_CODE
+  asm volatile("red.relaxed.gpu.add.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
+#else
+  __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+#endif
+}
+
 /// fetch_or with acquire ordering: the caller's later reads see what the writer published before
 /// the value this read-modify-write observed (a lighter alternative to fetch_or + full fence).
 SOAHEAP_HD inline std::uint64_t atomic_fetch_or_acquire(std::uint64_t* address, std::uint64_t mask) {

@@ -104,6 +104,33 @@ SOAHEAP_HD inline std::uint64_t aggregated_fetch_add(std::uint64_t* counter, std
 #endif
 }
 
+/// aggregated_fetch_add for counters whose old value nobody needs: the lanes of a converged warp
+/// that name the same counter add with one reduction (atomic_add_no_return) that no lane waits
+/// for. A kernel whose threads add to several contended counters otherwise waits for one contended
+/// round trip per counter.
+/// Same rules as aggregated_fetch_add: whole warps call it, lanes with nothing to count add 0.
+SOAHEAP_HD inline void aggregated_add(std::uint64_t* counter, std::uint64_t value) {
+#if SOAHEAP_DEVICE_CODE
+  if (!whole_warp_converged()) {
+    if (value != 0) atomic_add_no_return(counter, value);
+    return;
+  }
+  const unsigned peers = __match_any_sync(kFullWarp, reinterpret_cast<std::uint64_t>(counter));
+  std::uint64_t total = 0;
+  if (peers == kFullWarp) {
+    total = whole_warp_sum(value);
+  } else {
+    for (int lane = 0; lane < 32; ++lane) {
+      const std::uint64_t other = __shfl_sync(kFullWarp, value, lane);
+      if ((peers >> lane) & 1u) total += other;
+    }
+  }
+  if ((peers & lanes_below()) == 0 && total != 0) atomic_add_no_return(counter, total);
+#else
+  atomic_add_no_return(counter, value);
+#endif
+}
+
 /// One class whose allocated blocks an EnumerateKernel lists.
 struct EnumerationTarget {
   int class_index;

@@ -138,19 +138,11 @@ struct CompactionPlan {
   /// Last block whose offset (give or receive) is at most @p g: the block that owns the g-th unit.
   template <std::uint64_t PlanFlow::*Member>
   SOAHEAP_HD std::uint64_t owner_of(std::uint64_t g) const {
-    return owner_from<Member == &PlanFlow::receive>(g, 0);
-  }
-  /// The receive (or give) offset of @p block.
-  SOAHEAP_HD std::uint64_t unit_offset(std::uint64_t block, bool receive) const {
-    return receive ? offsets[block].receive : offsets[block].give;
-  }
-  /// owner_of, knowing that the owner is @p low or a later block.
-  template <bool kReceive>
-  SOAHEAP_HD std::uint64_t owner_from(std::uint64_t g, std::uint64_t low) const {
+    std::uint64_t low = 0;
     std::uint64_t high = view.block_count;
     while (high - low > 1) {
       const std::uint64_t middle = low + (high - low) / 2;
-      if (unit_offset(middle, kReceive) <= g) {
+      if (offsets[middle].*Member <= g) {
         low = middle;
       } else {
         high = middle;
@@ -158,56 +150,6 @@ struct CompactionPlan {
     }
     return low;
   }
-
-#if SOAHEAP_DEVICE_CODE
-  /// owner_of for the 32 consecutive units g0, g0 + 1, ... of a converged warp (lane i asks for
-  /// g0 + i), for the donors and the receivers at once: 7 dependent loads per warp for both (M up to
-  /// 16^6 blocks) instead of 2·log2(M) per thread. Half a warp searches each scan 16-ary for the
-  /// owner of g0; then every lane loads one of the 32 offsets after it, and each lane finds its own
-  /// owner among them by a binary search over shuffles. A lane whose owner lies beyond those 32
-  /// blocks (a long run of blocks without flow) finishes with the binary search from there.
-  __device__ void warp_owners(std::uint64_t g, std::uint64_t& donor, std::uint64_t& receiver) const {
-    const std::uint64_t g0 = __shfl_sync(kFullWarp, g, 0);
-    const int lane = lane_id();
-    const bool receive_half = lane >= 16;
-    const std::uint64_t probe_index = static_cast<std::uint64_t>(lane % 16);
-    std::uint64_t low = 0;  // offsets[low] <= g0 < offsets[high] (high = M: past the end)
-    std::uint64_t high = view.block_count;
-    while (__any_sync(kFullWarp, high - low > 1)) {
-      const std::uint64_t span = high - low;
-      const std::uint64_t probe = span > 1 ? low + 1 + probe_index * (span - 1) / 16 : low;
-      const bool below = span > 1 && unit_offset(probe, receive_half) <= g0;
-      const unsigned half = (__ballot_sync(kFullWarp, below) >> (receive_half ? 16 : 0)) & 0xffffu;
-      if (span > 1) {
-        if (half == 0) {
-          high = low + 1;
-        } else {
-          const std::uint64_t last = static_cast<std::uint64_t>(31 - __clz(static_cast<int>(half)));
-          if (last < 15) high = low + 1 + (last + 1) * (span - 1) / 16;
-          low = low + 1 + last * (span - 1) / 16;
-        }
-      }
-    }
-    donor = owner_near<false>(g, __shfl_sync(kFullWarp, low, 0), lane);
-    receiver = owner_near<true>(g, __shfl_sync(kFullWarp, low, 16), lane);
-  }
-
- private:
-  /// The owner of g, knowing that block @p first owns g0 = g - lane (see warp_owners).
-  template <bool kReceive>
-  __device__ std::uint64_t owner_near(std::uint64_t g, std::uint64_t first, int lane) const {
-    const std::uint64_t next = first + 1 + static_cast<std::uint64_t>(lane);
-    const std::uint64_t offset = next < view.block_count ? unit_offset(next, kReceive) : ~std::uint64_t{0};
-    int below = 0;  // how many of the 32 offsets after `first` are <= g (they ascend)
-    for (int step = 16; step >= 1; step /= 2)
-      if (__shfl_sync(kFullWarp, offset, below + step - 1) <= g) below += step;
-    if (__shfl_sync(kFullWarp, offset, 31) <= g) below = 32;
-    if (below < 32) return first + static_cast<std::uint64_t>(below);
-    return owner_from<kReceive>(g, first + 32);
-  }
-
- public:
-#endif
 
   /// Rank (in slot order) of the first object that @p donor gives away.
   SOAHEAP_HD int first_given_rank(std::uint64_t donor) const {
@@ -217,12 +159,8 @@ struct CompactionPlan {
   /// Block and slot that receive the @p g-th moved object.
   SOAHEAP_HD void destination_of(std::uint64_t g, std::uint64_t& block, int& slot) const {
     block = this->template owner_of<&PlanFlow::receive>(g);
-    slot = slot_received(g, block);
-  }
-  /// The slot of @p receiver (the owner of receiving unit @p g) that receives the g-th moved object.
-  SOAHEAP_HD int slot_received(std::uint64_t g, std::uint64_t receiver) const {
-    const int rank = static_cast<int>(g - offsets[receiver].receive);
-    return select_set_bit(~frozen[receiver] & full_mask(), rank);
+    const int rank = static_cast<int>(g - offsets[block].receive);
+    slot = select_set_bit(~frozen[block] & full_mask(), rank);
   }
 
   /// New pointer bits of the object in @p slot of donor @p block (which gave it away).
@@ -248,17 +186,17 @@ struct PlanSurveyKernel {
     const std::uint64_t allocation = listed ? atomic_load(&view.headers[block].allocation) : 0;
     const std::uint64_t position = aggregated_fetch_add(&counts.listed, listed ? 1 : 0);
     if (listed) plan.class_blocks[position] = static_cast<std::uint32_t>(block);
-    aggregated_fetch_add(&counts.used_before, static_cast<std::uint64_t>(popcount(allocation & plan.full_mask())));
+    aggregated_add(&counts.used_before, static_cast<std::uint64_t>(popcount(allocation & plan.full_mask())));
     const bool candidate = listed && view.defrag_candidates(plan.class_index).get(block);
-    aggregated_fetch_add(&counts.candidates_before, candidate ? 1 : 0);
+    aggregated_add(&counts.candidates_before, candidate ? 1 : 0);
     const int fill = listed ? plan.member_fill(block, allocation) : -1;
     const std::uint64_t member = fill >= 0 ? 1 : 0;
-    aggregated_fetch_add(&counts.members, member);
+    aggregated_add(&counts.members, member);
     WindowPlan& window = plan.window_of(block);
-    aggregated_fetch_add(&window.members, member);
-    aggregated_fetch_add(&window.member_objects, fill >= 0 ? static_cast<std::uint64_t>(fill) : 0);
+    aggregated_add(&window.members, member);
+    aggregated_add(&window.member_objects, fill >= 0 ? static_cast<std::uint64_t>(fill) : 0);
     // A few bins take nearly every member: one atomic per bin and warp, not per member.
-    aggregated_fetch_add(&window.fill_histogram[fill >= 0 ? fill : 0], member);
+    aggregated_add(&window.fill_histogram[fill >= 0 ? fill : 0], member);
   }
 };
 
@@ -370,23 +308,14 @@ struct PlanCopyKernel {
   CompactionPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t g) const {
     const View& view = plan.view;
-    std::uint64_t donor = 0;
-    std::uint64_t to_block = 0;
-#if SOAHEAP_DEVICE_CODE
-    // The launch gives a warp's lanes consecutive units, except a last, partial warp.
-    if (whole_warp_converged() && __all_sync(kFullWarp, g == __shfl_sync(kFullWarp, g, 0) + lane_id())) {
-      plan.warp_owners(g, donor, to_block);
-    } else
-#endif
-    {
-      donor = plan.template owner_of<&PlanFlow::give>(g);
-      to_block = plan.template owner_of<&PlanFlow::receive>(g);
-    }
+    const std::uint64_t donor = plan.template owner_of<&PlanFlow::give>(g);
     const std::uint64_t frozen = plan.frozen[donor];
     const int first_rank = plan.first_given_rank(donor);
     const int given_index = static_cast<int>(g - plan.offsets[donor].give);
     const int from_slot = select_set_bit(frozen, first_rank + given_index);
-    const int to_slot = plan.slot_received(g, to_block);
+    std::uint64_t to_block = 0;
+    int to_slot = 0;
+    plan.destination_of(g, to_block, to_slot);
     ObjectCopy<View, C>::copy(view.data_address(donor), from_slot, view.data_address(to_block), to_slot);
     if constexpr (Field >= 0)
       *in_place_forwarding_pointer<View, C, Field>(view, donor, from_slot) =
@@ -454,11 +383,11 @@ struct PlanAfterKernel {
     const std::uint64_t block = plan.class_blocks[index];
     const bool allocated = plan.view.allocated_blocks(plan.class_index).get(block);
     PlanCounts& counts = *plan.counts;
-    aggregated_fetch_add(&counts.allocated_after, allocated ? 1 : 0);
+    aggregated_add(&counts.allocated_after, allocated ? 1 : 0);
     const std::uint64_t allocation = allocated ? atomic_load(&plan.view.headers[block].allocation) : 0;
-    aggregated_fetch_add(&counts.used_after, static_cast<std::uint64_t>(popcount(allocation & plan.full_mask())));
+    aggregated_add(&counts.used_after, static_cast<std::uint64_t>(popcount(allocation & plan.full_mask())));
     const bool candidate = allocated && plan.view.defrag_candidates(plan.class_index).get(block);
-    aggregated_fetch_add(&counts.candidates_after, candidate ? 1 : 0);
+    aggregated_add(&counts.candidates_after, candidate ? 1 : 0);
   }
 };
 

@@ -142,10 +142,10 @@ struct OrderSurveyKernel {
     plan.flows[block] = PlanFlow{objects, free ? std::uint64_t{1} : 0};
     // Every lane adds (0 when its block does not count) so that whole warps add with one atomic.
     const std::uint64_t position = aggregated_fetch_add(&counts.listed, listed ? 1 : 0);
-    aggregated_fetch_add(&counts.live, objects);
-    aggregated_fetch_add(&counts.free_blocks, free ? 1 : 0);
+    aggregated_add(&counts.live, objects);
+    aggregated_add(&counts.free_blocks, free ? 1 : 0);
     const bool candidate = listed && view.defrag_candidates(plan.class_index).get(block);
-    aggregated_fetch_add(&counts.candidates_before, candidate ? 1 : 0);
+    aggregated_add(&counts.candidates_before, candidate ? 1 : 0);
     if (listed) {
       plan.old_blocks[position] = static_cast<std::uint32_t>(block);
       atomic_fetch_or(&plan.old_bits[block / 64], std::uint64_t{1} << (block % 64));
@@ -250,7 +250,7 @@ struct OrderRefreshKernel {
     const std::uint64_t block = plan.new_blocks[index];
     plan.view.refresh_block_state(block, plan.class_index);
     const bool candidate = plan.view.defrag_candidates(plan.class_index).get(block);
-    aggregated_fetch_add(&plan.counts->candidates_after, candidate ? 1 : 0);
+    aggregated_add(&plan.counts->candidates_after, candidate ? 1 : 0);
   }
 };
 

@@ -37,7 +37,7 @@ SOAHEAP_HD inline void release_emptied_block(const View& view, std::uint64_t blo
 /// with @p freeing false when it releases nothing.
 template <class View>
 SOAHEAP_HD inline void count_blocks_freed_by_warp(const View& view, bool freeing) {
-  aggregated_fetch_add(&view.state->allocated_blocks, freeing ? ~std::uint64_t{0} : 0);  // -1 per block
+  aggregated_add(&view.state->allocated_blocks, freeing ? ~std::uint64_t{0} : 0);  // -1 per block
 }
 
 /// One thread per source block; it also settles the source's n targets (each target has one source,
