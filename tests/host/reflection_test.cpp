@@ -74,7 +74,7 @@ TEST(Reflection, ProxyFieldsBehaveLikeMembers) {
 
 }  // namespace soaheap_test
 
-// device_do's experimental slot pointers (SOAHEAP_EXP_SLOT_POINTERS) must be the very bits
+// device_do's slot pointers (make_object_pointer_for_slot) must be the very bits
 // make_object_pointer gives, for every slot, capacity and class of a valid (128-aligned, 47-bit)
 // data address; the two differ only in where the compiler can see the mask applied.
 TEST(ObjectPointers, SlotPointersHaveTheBitsOfObjectPointers) {

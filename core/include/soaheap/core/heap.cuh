@@ -214,12 +214,8 @@ class Heap {
     run_parallel_do<Declaring, C, true, Method>("parallel_do_exact", arguments...);
   }
 
-  /// Items each thread of a method kernel serves (see detail::for_each_counted_row_kernel).
-#ifdef SOAHEAP_EXP_PARALLEL_DO_ROWS
-  static constexpr int kParallelDoRows = SOAHEAP_EXP_PARALLEL_DO_ROWS;
-#else
-  static constexpr int kParallelDoRows = 4;
-#endif
+  /// Items each thread of a method kernel serves over a large list (see detail::for_each_counted_row_kernel).
+  static constexpr int kParallelDoRows = 16;
 
   /// Number of concrete classes of the heap that are T or derive from it.
   template <class T>

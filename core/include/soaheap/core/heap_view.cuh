@@ -139,12 +139,8 @@ class HeapView {
   /// make_pointer for a loop over the slots of one block (see detail::make_object_pointer_for_slot).
   template <class C>
   SOAHEAP_HD C* make_slot_pointer(std::uint64_t block, int slot) const {
-#if defined(SOAHEAP_EXP_SLOT_POINTERS) && SOAHEAP_EXP_SLOT_POINTERS
     return reinterpret_cast<C*>(
         detail::make_object_pointer_for_slot(data_address(block), slot, Layout::template capacity<C>, class_id<C>));
-#else
-    return make_pointer<C>(block, slot);
-#endif
   }
   SOAHEAP_HD std::uint64_t make_pointer_bits(std::uint64_t block, int slot, int class_index) const {
     return detail::make_object_pointer(data_address(block), slot, capacity_of_class(class_index), class_index);

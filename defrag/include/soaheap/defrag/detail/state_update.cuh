@@ -40,6 +40,15 @@ SOAHEAP_HD inline void count_blocks_freed_by_warp(const View& view, bool freeing
   aggregated_add(&view.state->allocated_blocks, freeing ? ~std::uint64_t{0} : 0);  // -1 per block
 }
 
+/// view.count_block_taken() for the lanes of a warp that take a block, with one atomic that returns
+/// for the whole warp (each lane then raises the peak to its own count without waiting). Every
+/// lane calls it, with @p taking false when it takes nothing.
+template <class View>
+SOAHEAP_HD inline void count_blocks_taken_by_warp(const View& view, bool taking) {
+  const std::uint64_t before = aggregated_fetch_add(&view.state->allocated_blocks, taking ? 1 : 0);
+  if (taking) atomic_max(&view.state->peak_allocated_blocks, before + 1);
+}
+
 /// One thread per source block; it also settles the source's n targets (each target has one source,
 /// so no block is touched by two threads).
 template <class View>
