@@ -3,7 +3,7 @@
 # then run with their default parameters. Their sources are not part of this repository: place a
 # checkout of prg-titech/dynasoar (or just its example/ folder) somewhere and pass that directory.
 #
-# Usage (repo root):  tools/gpu/dynasoar-examples.sh DYNASOAR_DIR [build|run|all|compare|compare-build|compare-run|baseline]   (default: all)
+# Usage (repo root):  tools/gpu/dynasoar-examples.sh DYNASOAR_DIR [build|run|all|compare|compare-build|compare-run|baseline|baseline-build|baseline-run]   (default: all)
 #   build: compiles every example into build-dynasoar-examples/ (or $BIN_DIR), in parallel
 #   run:   runs the binaries found there, each under `timeout $TIMEOUT` (default 45 s)
 #   compare: builds each program again at the sizes and iteration counts of the table `comparisons`
@@ -14,7 +14,7 @@
 #   baseline: builds each program through the shim and DynaSOAr's own hand-written baseline_soa of
 #          it (same configuration.h, same options, plain nvcc) and runs the two in turn (ROUNDS
 #          times); writes dynasoar-vs-baseline.json (one line per program and round: both printed
-#          times in seconds, their ratio).
+#          times in seconds, their ratio). baseline-build / baseline-run: only its first / second half.
 # barnes-hut is also built with tools/dynasoar-host/barnes-hut-insertion.patch applied (two races of
 # the program's own tree insertion and a 16 KiB device stack, see docs/dynasoar-migration.md):
 # barnes_hut_patched, and with WITH_DEBUG=1 barnes_hut_patched_debug (their assertions and
@@ -116,13 +116,13 @@ baselines=(
   "bl_gol|example/game-of-life/dynasoar/gol.cu|example/game-of-life/dataset_loader.cu|-O3 -DNDEBUG|example/game-of-life/baseline_soa/gol.cu"
 )
 [[ "$mode" == compare* ]] && programs=("${comparisons[@]}")
-[ "$mode" = baseline ] && programs=("${baselines[@]}")
+[[ "$mode" == baseline* ]] && programs=("${baselines[@]}")
 if [ -n "${ONLY:-}" ]; then  # a regular expression of program names to build and run
   selected=()
   for entry in "${programs[@]}"; do [[ "${entry%%|*}" =~ ^($ONLY)$ ]] && selected+=("$entry"); done
   programs=("${selected[@]}")
   [[ "$mode" == compare* ]] && comparisons=("${selected[@]}")
-  [ "$mode" = baseline ] && baselines=("${selected[@]}")
+  [[ "$mode" == baseline* ]] && baselines=("${selected[@]}")
 fi
 
 # The patched copy of their sources (barnes-hut's insertion races fixed, its stack raised), for
@@ -163,15 +163,15 @@ build_baseline() {  # entry
 export -f build_one build_baseline
 export nvcc flags bin src psrc libs
 
-if [ "$mode" = baseline ]; then
+if [ "$mode" = baseline ] || [ "$mode" = baseline-build ]; then
   : >"$log"
   printf '%s\n' "${baselines[@]}" | xargs -P "$jobs" -I{} bash -c 'build_baseline "$@"' _ {}
   for entry in "${baselines[@]}"; do
     cat "$bin/${entry%%|*}_baseline_soa.buildlog" >>"$log"
   done
 fi
-if [ "$mode" = build ] || [ "$mode" = all ] || [ "$mode" = compare ] || [ "$mode" = compare-build ] || [ "$mode" = baseline ]; then
-  [ "$mode" = baseline ] || : >"$log"
+if [ "$mode" = build ] || [ "$mode" = all ] || [ "$mode" = compare ] || [ "$mode" = compare-build ] || [[ "$mode" == baseline || "$mode" == baseline-build ]]; then
+  [[ "$mode" == baseline* ]] || : >"$log"
   # shellcheck disable=SC2086  # HOST_INCLUDES is a list of flags
   "${CXX:-g++}" -std=c++17 -O2 -c -I"$repo/base/include" ${HOST_INCLUDES:-} "$repo/base/src/log.cpp" \
     -o "$bin/soaheap_log.o" >>"$log" 2>&1 || { echo "### build soaheap_log.o: FAILED" >>"$log"; status=1; }
@@ -252,7 +252,8 @@ except Exception: print(0)' <<<"$result")
     done
   done
 fi
-if [ "$mode" = baseline ]; then
+if [ "$mode" = baseline ] || [ "$mode" = baseline-run ]; then
+  [ "$mode" = baseline-run ] && : >"$log"
   bjson="$out/dynasoar-vs-baseline.json"
   : >"$bjson"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$log" 2>&1
