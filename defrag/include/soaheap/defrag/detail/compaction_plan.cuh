@@ -363,12 +363,10 @@ struct PlanStateKernel {
   SOAHEAP_HD void operator()(std::uint64_t index) const {
     const std::uint64_t block = plan.class_blocks[index];
     const PlanFlow flow = plan.flows[block];
-    const bool member = flow.give != 0 || flow.receive != 0;
-    const bool emptied = member && atomic_load(&plan.view.headers[block].allocation) == 0;
-    count_blocks_freed_by_warp(plan.view, emptied);
-    if (emptied) {
-      release_counted_block(plan.view, block, plan.class_index);
-    } else if (member) {
+    if (flow.give == 0 && flow.receive == 0) return;
+    if (atomic_load(&plan.view.headers[block].allocation) == 0) {
+      release_emptied_block(plan.view, block, plan.class_index);
+    } else {
       plan.view.refresh_block_state(block, plan.class_index);
     }
   }

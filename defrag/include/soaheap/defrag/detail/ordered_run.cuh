@@ -176,10 +176,9 @@ template <class View>
 struct OrderClaimKernel {
   OrderPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t block) const {
+    if (plan.flows[block].receive == 0) return;
     const std::uint64_t index = plan.offsets[block].receive;
-    const bool claims = plan.flows[block].receive != 0 && index < plan.new_block_count;
-    count_blocks_taken_by_warp(plan.view, claims);  // every lane, before any returns
-    if (!claims) return;
+    if (index >= plan.new_block_count) return;
     const View& view = plan.view;
     const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
     const std::uint64_t fill = index + 1 < plan.new_block_count ? capacity : plan.live - index * capacity;
@@ -189,6 +188,7 @@ struct OrderClaimKernel {
     atomic_store(&header.iteration, 0);
     atomic_store(&header.allocation, low_bits(static_cast<int>(fill)));
     view.allocated_blocks(plan.class_index).set(block);
+    view.count_block_taken();
     plan.new_blocks[index] = static_cast<std::uint32_t>(block);
   }
 };
@@ -237,8 +237,7 @@ template <class View>
 struct OrderReleaseKernel {
   OrderPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t index) const {
-    count_blocks_freed_by_warp(plan.view, true);
-    release_counted_block(plan.view, plan.old_blocks[index], plan.class_index);
+    release_emptied_block(plan.view, plan.old_blocks[index], plan.class_index);
   }
 };
 
