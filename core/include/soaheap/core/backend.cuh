@@ -125,36 +125,34 @@ __global__ void for_each_counted_thread_kernel(Body body, const std::uint64_t* c
 }
 
 /// for_each_counted_thread_kernel for bodies with prefetch(tid) and run(tid, item): a thread block
-/// serves consecutive rows of blockDim items (as many rows as the grid needs to cover the count:
-/// the launcher sizes the grid for up to 16), and each thread loads the list entry of its next row
-/// before it runs the current one, so the list round trip overlaps the current row's field loads
-/// and a thread holds two items, however many rows it serves (a light method keeps the register
-/// budget of full occupancy). That is what keeps a streaming parallel_do near the speed of a loop
-/// over plain arrays (docs/performance.md, "The core loop"): on an H100, axpy over 16.7 M objects
-/// 1.172× the plain arrays with all of 4 rows' entries loaded first, 1.137× pipelined in rows of 8,
-/// 1.124× in rows of 16.
-template <class Body>
+/// serves kRows consecutive rows of blockDim items, and each thread loads the list entry of its next
+/// row before it runs the current one, so the list round trip overlaps the current row's field loads
+/// and a thread holds two items, not kRows (a light method stays within the register budget of full
+/// occupancy with 16 rows). That is what keeps a streaming parallel_do near the speed of a loop over
+/// plain arrays (docs/performance.md, "The core loop"): on an H100, axpy over 16.7 M objects 1.172×
+/// the plain arrays with all 4 rows' entries loaded first, 1.137× pipelined in rows of 8, 1.124× in
+/// rows of 16, and 1.156× with the row count chosen at run time (up to 16, two waves per row).
+template <int kRows, class Body>
 __global__ void for_each_counted_row_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
                                             std::uint64_t* last_total) {
   wait_for_previous_kernel();
   const std::uint64_t total = *count * scale;
   if (last_total != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
-  const std::uint64_t grid_threads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  const std::uint64_t rows = (total + grid_threads - 1) / grid_threads;  // more than planned if the list grew
-  std::uint64_t tid = blockIdx.x * rows * blockDim.x + threadIdx.x;
-  if (tid >= total) return;
-  typename Body::Item item = body.prefetch(tid);
-  // Rolled: the method is inlined once, not once per row.
+  const std::uint64_t chunk_items = static_cast<std::uint64_t>(kRows) * blockDim.x;
+  for (std::uint64_t first = blockIdx.x * chunk_items + threadIdx.x; first < total;
+       first += static_cast<std::uint64_t>(gridDim.x) * chunk_items) {
+    std::uint64_t tid = first;
+    typename Body::Item item = body.prefetch(tid);
+    // Rolled: the method is inlined once, not kRows times.
 SOAHEAP_NO_UNROLL
-  for (std::uint64_t row = 0; row < rows; ++row) {
-    const std::uint64_t next_tid = tid + blockDim.x;
-    const bool more = row + 1 < rows && next_tid < total;
-    typename Body::Item next{};
-    if (more) next = body.prefetch(next_tid);
-    body.run(tid, item);
-    if (!more) break;
-    item = next;
-    tid = next_tid;
+    for (int row = 0; row < kRows && tid < total; ++row) {
+      const std::uint64_t next_tid = tid + blockDim.x;
+      typename Body::Item next{};
+      if (row + 1 < kRows && next_tid < total) next = body.prefetch(next_tid);
+      body.run(tid, item);
+      item = next;
+      tid = next_tid;
+    }
   }
 }
 
@@ -228,13 +226,13 @@ struct Executor {
   /// contention, pointer chasing) then get the hardware's dynamic block scheduling, which a fixed
   /// stride loses (wa-tor's Fish::commit_move on an H100: 56 ms strided, 19 ms one thread per
   /// item), while a list that shrank or is empty does not pay for the heap's capacity.
-  /// With @p kRows > 1 the body has prefetch/run, and a launch whose list is large (at least 4
-  /// waves of resident threads by the hint) serves several items per thread
-  /// (for_each_counted_row_kernel: as many rows as leave two waves per row, up to kRows) when that
-  /// kernel keeps full occupancy (a light method: a streaming loop). Methods that need more
-  /// registers, and smaller lists, keep one thread per item: the rows of a thread run one after the
-  /// other, which costs methods of varying cost their dynamic scheduling and few-object lists their
-  /// parallelism (collision's O(n²) methods over 65 k bodies: 7× slower with 4 rows on an H100).
+  /// With @p kRows > 1 the body has prefetch/run, and a launch whose list is large (at least 2·kRows
+  /// waves of resident threads by the hint) serves kRows items per thread
+  /// (for_each_counted_row_kernel) when that kernel keeps full occupancy (a light method: a
+  /// streaming loop). Methods that need more registers, and lists that would not fill the GPU
+  /// kRows times over, keep one thread per item: the rows of a thread run one after the other, which
+  /// costs methods of varying cost their dynamic scheduling and few-object lists their parallelism
+  /// (collision's O(n²) methods over 65 k bodies: 7× slower with 4 rows on an H100).
   template <int kRows = 1, class Body>
   void launch_counted(const std::uint64_t* count, std::uint64_t scale, std::uint64_t max_count, const LaunchHint& hint,
                       const Body& body) const {
@@ -254,15 +252,13 @@ struct Executor {
       if constexpr (kRows > 1) {
         static const bool light = [&] {
           const std::uint64_t full = 2048 / kThreadsPerCudaBlock;  // resident threads per SM on sm_70..sm_90
-          return blocks_per_multiprocessor(for_each_counted_row_kernel<Body>) >= full;
+          return blocks_per_multiprocessor(for_each_counted_row_kernel<kRows, Body>) >= full;
         }();
-        // Rows for at least two waves of resident threads per row, up to kRows.
         const std::uint64_t waves = resident_blocks * kThreadsPerCudaBlock;
-        const std::uint64_t rows = std::min<std::uint64_t>(kRows, expected / (2 * waves));
-        if (light && hint.host != nullptr && rows >= 2) {
-          const std::uint64_t items_per_block = std::uint64_t{kThreadsPerCudaBlock} * rows;
-          const std::uint64_t blocks = (std::min(expected, max_count) + items_per_block - 1) / items_per_block;
-          launch_after_previous(for_each_counted_row_kernel<Body>, blocks, body, count, scale, hint.device);
+        if (light && hint.host != nullptr && expected >= 2 * kRows * waves) {
+          constexpr std::uint64_t kItemsPerBlock = std::uint64_t{kThreadsPerCudaBlock} * kRows;
+          const std::uint64_t blocks = (std::min(expected, max_count) + kItemsPerBlock - 1) / kItemsPerBlock;
+          launch_after_previous(for_each_counted_row_kernel<kRows, Body>, blocks, body, count, scale, hint.device);
           return;
         }
       }
