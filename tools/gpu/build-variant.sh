@@ -4,7 +4,7 @@
 # (SOAHEAP_EXP_* switches) can then be carried to a GPU machine and measured in one visit.
 # Usage: tools/gpu/build-variant.sh BUILD_DIR TARGET OUT_DIR "-DNAME=VALUE ..."
 # Example: tools/gpu/build-variant.sh build parallel_do_bench variants/pipe8 \
-#            "-DSOAHEAP_EXP_ROW_PIPELINE=1 -DSOAHEAP_EXP_PARALLEL_DO_ROWS=8"
+#            "-DMY_SWITCH=1"
 set -euo pipefail
 build="$(cd "$1" && pwd)"; target="$2"; out="$3"; definitions="$4"
 mkdir -p "$out"; out="$(cd "$out" && pwd)"

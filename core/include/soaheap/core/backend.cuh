@@ -125,13 +125,15 @@ __global__ void for_each_counted_thread_kernel(Body body, const std::uint64_t* c
 }
 
 /// for_each_counted_thread_kernel for bodies with prefetch(tid) and run(tid, item): a thread block
-/// serves kRows consecutive rows of blockDim items, and each thread loads the list entry of its next
-/// row before it runs the current one, so the list round trip overlaps the current row's field loads
-/// and a thread holds two items, not kRows (a light method stays within the register budget of full
-/// occupancy with 16 rows). That is what keeps a streaming parallel_do near the speed of a loop over
-/// plain arrays (docs/performance.md, "The core loop"): on an H100, axpy over 16.7 M objects 1.172×
-/// the plain arrays with all 4 rows' entries loaded first, 1.137× pipelined in rows of 8, 1.124× in
-/// rows of 16, and 1.156× with the row count chosen at run time (up to 16, two waves per row).
+/// serves kRows consecutive rows of blockDim items, and each thread first issues the list loads of
+/// its kRows items and then runs them. Its field loads then wait for one memory round trip per item
+/// instead of two (list, then fields), which is what keeps a streaming parallel_do at the speed of
+/// a loop over plain arrays (docs/performance.md, "The core loop").
+///
+/// Pipelining the rows instead (the next row's list entry loaded while the current row runs, so a
+/// thread holds two items and 16 rows fit the register budget) was measured on an H100 and not
+/// kept: axpy over 16.7 M objects 1.17× → 1.12× the plain arrays, but game-of-life 5 % slower, its
+/// latency-bound methods left with a quarter of the threads (docs/performance.md, fifth pass).
 template <int kRows, class Body>
 __global__ void for_each_counted_row_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
                                             std::uint64_t* last_total) {
@@ -141,17 +143,21 @@ __global__ void for_each_counted_row_kernel(Body body, const std::uint64_t* coun
   const std::uint64_t chunk_items = static_cast<std::uint64_t>(kRows) * blockDim.x;
   for (std::uint64_t first = blockIdx.x * chunk_items + threadIdx.x; first < total;
        first += static_cast<std::uint64_t>(gridDim.x) * chunk_items) {
-    std::uint64_t tid = first;
-    typename Body::Item item = body.prefetch(tid);
-    // Rolled: the method is inlined once, not kRows times.
+    typename Body::Item items[kRows];
+SOAHEAP_UNROLL
+    for (int row = 0; row < kRows; ++row) {
+      const std::uint64_t tid = first + static_cast<std::uint64_t>(row) * blockDim.x;
+      if (tid < total) items[row] = body.prefetch(tid);
+    }
+    // The method is inlined once, not kRows times (a rolled loop: each row takes items[0] and
+    // shifts the rest down with constant indices, so the items stay in registers).
 SOAHEAP_NO_UNROLL
-    for (int row = 0; row < kRows && tid < total; ++row) {
-      const std::uint64_t next_tid = tid + blockDim.x;
-      typename Body::Item next{};
-      if (row + 1 < kRows && next_tid < total) next = body.prefetch(next_tid);
-      body.run(tid, item);
-      item = next;
-      tid = next_tid;
+    for (int row = 0; row < kRows; ++row) {
+      const std::uint64_t tid = first + static_cast<std::uint64_t>(row) * blockDim.x;
+      const typename Body::Item item = items[0];
+SOAHEAP_UNROLL
+      for (int next = 0; next + 1 < kRows; ++next) items[next] = items[next + 1];
+      if (tid < total) body.run(tid, item);
     }
   }
 }

@@ -215,7 +215,7 @@ class Heap {
   }
 
   /// Items each thread of a method kernel serves over a large list (see detail::for_each_counted_row_kernel).
-  static constexpr int kParallelDoRows = 16;
+  static constexpr int kParallelDoRows = 4;
 
   /// Number of concrete classes of the heap that are T or derive from it.
   template <class T>
