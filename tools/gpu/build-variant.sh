@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds one program of a configured CMake (Ninja) build again with extra compile definitions, into
 # a folder of its own, without touching the build's own objects: variants of a library change
-# (SOAHEAP_EXP_* switches) can then be carried to a GPU machine and measured in one visit.
+# (an experiment behind a compile definition) can then be carried to a GPU machine and measured in
+# one visit.
 # Usage: tools/gpu/build-variant.sh BUILD_DIR TARGET OUT_DIR "-DNAME=VALUE ..."
-# Example: tools/gpu/build-variant.sh build parallel_do_bench variants/pipe8 \
-#            "-DMY_SWITCH=1"
+# Example: tools/gpu/build-variant.sh build parallel_do_bench variants/mine "-DMY_SWITCH=1"
 set -euo pipefail
 build="$(cd "$1" && pwd)"; target="$2"; out="$3"; definitions="$4"
 mkdir -p "$out"; out="$(cd "$out" && pwd)"
