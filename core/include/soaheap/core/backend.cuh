@@ -317,7 +317,11 @@ struct Executor {
       return static_cast<std::uint64_t>(blocks) * static_cast<std::uint64_t>(cuda_multiprocessors());
     }();
     if (expected > resident_blocks * kThreadsPerCudaBlock) return false;  // also when resident_blocks is 0
-    const std::uint64_t wanted = (std::max(first_count, expected) + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
+    // At least a block per SM, so that a list that grew far beyond its hint is still served by
+    // the whole GPU (the first step of an empty list may need only one block).
+    static const std::uint64_t multiprocessors = static_cast<std::uint64_t>(cuda_multiprocessors() < 1 ? 1 : cuda_multiprocessors());
+    const std::uint64_t wanted =
+        std::max((std::max(first_count, expected) + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock, multiprocessors);
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeCooperative;
     attribute.val.cooperative = 1;

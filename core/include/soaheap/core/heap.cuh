@@ -51,6 +51,8 @@ struct HeapOptions {
   /// (for programs that cannot pass options, e.g. DynaSOAr's through the shim), else all cores.
   unsigned host_threads = 0;
   /// Time the enumeration step of every parallel_do (CUDA events; see Heap::enumeration_seconds()).
+  /// A parallel_do over one class whose list was tiny runs enumeration and method in one launch
+  /// (Executor::launch_pair); that launch counts whole.
   bool time_enumeration = false;
 };
 
@@ -216,6 +218,9 @@ class Heap {
 
   /// Items each thread of a method kernel serves over a large list (see detail::for_each_counted_row_kernel).
   static constexpr int kParallelDoRows = 4;
+  /// Items up to which a list counts as tiny for its enumeration (SparseEnumerateKernel): an empty
+  /// list is expected to hold 256 (Executor::expected_items), one of 680 items is expected to hold 1,021.
+  static constexpr std::uint64_t kSparseEnumerationItems = 1024;
 
   /// Number of concrete classes of the heap that are T or derive from it.
   template <class T>
@@ -548,19 +553,31 @@ class Heap {
       const std::uint64_t enumeration_threads = static_cast<std::uint64_t>(kTargets) * decltype(enumerate)::threads_for(block_count_);
       if constexpr (kTargets == 1) {
         // A list that was tiny last time: enumeration and method kernel as one cooperative grid
-        // (one launch; Executor::launch_pair). Not while the enumeration is timed on its own.
+        // (one launch; Executor::launch_pair), the enumeration reading only the bitmap level above
+        // the blocks where the list is expected to hold no more than a few blocks
+        // (SparseEnumerateKernel). When the enumeration is timed, that launch counts whole.
+        enumeration_timer_.start(executor_);
         bool launched = false;
         for_each_visited_class<Visited, kExact>([&](auto tag) {
           using C = detail::tag_type_t<decltype(tag)>;
           const detail::EnumerationTarget& list = enumerate.targets[0];
-          launched = !enumeration_timer_.enabled &&
-                     executor_.launch_pair(enumeration_threads, enumerate, list.count, capacity<C>,
-                                           list_buffer(1 + class_id<C>).launch_hint.hint(),
-                                           detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, list.snapshots, pack});
+          const detail::LaunchHint& hint = list_buffer(1 + class_id<C>).launch_hint.hint();
+          const detail::ParallelDoKernel<View, T, C, Method, Pack> method{heap_view, list.ids, list.snapshots, pack};
+          if (detail::Executor::expected_items(hint, detail::LaunchHint::kUnknown) <= kSparseEnumerationItems) {
+            launched = executor_.launch_pair(detail::SparseEnumerateKernel<View>::threads_for(block_count_),
+                                             detail::SparseEnumerateKernel<View>{heap_view, list}, list.count, capacity<C>, hint,
+                                             method);
+          } else {
+            launched = executor_.launch_pair(enumeration_threads, enumerate, list.count, capacity<C>, hint, method);
+          }
         });
-        if (launched) return;
+        if (launched) {
+          enumeration_timer_.stop(executor_);
+          return;
+        }
+      } else {
+        enumeration_timer_.start(executor_);
       }
-      enumeration_timer_.start(executor_);
       executor_.launch(enumeration_threads, enumerate);
       enumeration_timer_.stop(executor_);
       target = 0;
