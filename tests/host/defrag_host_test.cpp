@@ -376,4 +376,22 @@ TEST(DefragPolicyOrders, AutoReordersAfterItsWarmupAndKeepsTheGraph) {
   graph.heap.validate(soaheap::Validation::full);
 }
 
+TEST(DefragPolicyOrders, AutoLearnsTheReorderIntervalThatCostsLeast) {
+  using Policy = soaheap::DefragPolicy;
+  // A reorder of 2 ms that made the iteration 0.2 ms faster after 50 iterations: the loss grows by
+  // 0.004 ms per iteration, so every sqrt(2 * 2 / 0.004) = 31.6 iterations costs least.
+  EXPECT_EQ(Policy::learned_reorder_interval(2.0, 50, 0.2), 32);
+  // Four times the gain: half the interval.
+  EXPECT_EQ(Policy::learned_reorder_interval(2.0, 50, 0.8), 16);
+  // Disorder that costs much more than a reorder: every iteration, never less.
+  EXPECT_EQ(Policy::learned_reorder_interval(0.001, 1, 100.0), 1);
+  // A tiny gain: at most the backoff's longest interval.
+  EXPECT_EQ(Policy::learned_reorder_interval(5.0, 1000, 1e-9), Policy::kAutoMaxReorderInterval);
+  // Nothing to learn from no gain, no iterations or a bad cost.
+  EXPECT_EQ(Policy::learned_reorder_interval(2.0, 50, 0.0), 0);
+  EXPECT_EQ(Policy::learned_reorder_interval(2.0, 50, -0.1), 0);
+  EXPECT_EQ(Policy::learned_reorder_interval(2.0, 0, 0.2), 0);
+  EXPECT_EQ(Policy::learned_reorder_interval(std::nan(""), 50, 0.2), 0);
+}
+
 }  // namespace soaheap_test
