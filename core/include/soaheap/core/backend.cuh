@@ -251,9 +251,8 @@ struct Executor {
         return static_cast<std::uint64_t>(blocks < 1 ? 1 : blocks);
       };
       // Computed once per kernel; the program's device is assumed not to change.
-      static const std::uint64_t multiprocessors = static_cast<std::uint64_t>(cuda_multiprocessors() < 1 ? 1 : cuda_multiprocessors());
       static const std::uint64_t resident_blocks =
-          blocks_per_multiprocessor(for_each_counted_thread_kernel<Body>) * multiprocessors;
+          blocks_per_multiprocessor(for_each_counted_thread_kernel<Body>) * multiprocessor_count();
       const std::uint64_t expected = expected_items(hint, max_count);
       if constexpr (kRows > 1) {
         static const bool light = [&] {
@@ -319,9 +318,8 @@ struct Executor {
     if (expected > resident_blocks * kThreadsPerCudaBlock) return false;  // also when resident_blocks is 0
     // At least a block per SM, so that a list that grew far beyond its hint is still served by
     // the whole GPU (the first step of an empty list may need only one block).
-    static const std::uint64_t multiprocessors = static_cast<std::uint64_t>(cuda_multiprocessors() < 1 ? 1 : cuda_multiprocessors());
     const std::uint64_t wanted =
-        std::max((std::max(first_count, expected) + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock, multiprocessors);
+        std::max((std::max(first_count, expected) + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock, multiprocessor_count());
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeCooperative;
     attribute.val.cooperative = 1;
@@ -335,6 +333,12 @@ struct Executor {
   }
 
 #if SOAHEAP_HAS_CUDA
+  /// The GPU's multiprocessors, at least 1; read once (the program's device is assumed not to change).
+  static std::uint64_t multiprocessor_count() {
+    static const std::uint64_t count = static_cast<std::uint64_t>(std::max(cuda_multiprocessors(), 1));
+    return count;
+  }
+
   /// Launches a counted kernel with programmatic stream serialization: where the kernel before it
   /// allows it (detail::allow_dependent_launch, parallel_do's enumeration), its launch overlaps
   /// that kernel, and it waits for that one's results in wait_for_previous_kernel before it reads

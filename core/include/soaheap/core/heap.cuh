@@ -551,12 +551,12 @@ class Heap {
         enumerate.targets[target++] = next_enumeration(class_id<C>);
       });
       const std::uint64_t enumeration_threads = static_cast<std::uint64_t>(kTargets) * decltype(enumerate)::threads_for(block_count_);
+      enumeration_timer_.start(executor_);
       if constexpr (kTargets == 1) {
         // A list that was tiny last time: enumeration and method kernel as one cooperative grid
         // (one launch; Executor::launch_pair), the enumeration reading only the bitmap level above
         // the blocks where the list is expected to hold no more than a few blocks
         // (SparseEnumerateKernel). When the enumeration is timed, that launch counts whole.
-        enumeration_timer_.start(executor_);
         bool launched = false;
         for_each_visited_class<Visited, kExact>([&](auto tag) {
           using C = detail::tag_type_t<decltype(tag)>;
@@ -575,8 +575,6 @@ class Heap {
           enumeration_timer_.stop(executor_);
           return;
         }
-      } else {
-        enumeration_timer_.start(executor_);
       }
       executor_.launch(enumeration_threads, enumerate);
       enumeration_timer_.stop(executor_);
