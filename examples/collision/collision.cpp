@@ -48,25 +48,20 @@ class Body : public soaheap::Object<Body> {
   }
 
   // ---- step 1: forces (device_do over all bodies) ----
-  // The inner loops of steps 1, 3 and 4 visit every body with device_do. What they need of the
-  // outer body is copied into a local struct once, and results accumulate there: after inlining it
-  // lives in registers, so the inner loop only reads the visited body's fields.
-
-  /// The outer body of step 1 and the pull summed on it.
-  struct Pull {
-    float x, y;
-    std::uint64_t id;
-    long long acceleration_x, acceleration_y;
-  };
-  SOAHEAP_HD void add_pull_on(Pull* pull) const {
-    if (static_cast<std::uint64_t>(id) == pull->id) return;
-    add_acceleration(pull->x, pull->y, pos_x, pos_y, mass, pull->acceleration_x, pull->acceleration_y);
-  }
+  // The inner loops of steps 1, 3 and 4 visit every body with device_do_fields: the visited body's
+  // fields arrive as values read from its block's SOA arrays (no pointer decode per field), and
+  // what the loop needs of the outer body lives in locals, so after inlining the inner loop is a
+  // loop over arrays as in the hand-written baseline.
   SOAHEAP_HD void compute_force(const View& heap) {
-    Pull pull{pos_x, pos_y, id, 0, 0};
-    soaheap::device_do<Body>(heap, &Body::add_pull_on, &pull);
-    acceleration_x = pull.acceleration_x;
-    acceleration_y = pull.acceleration_y;
+    const float x = pos_x, y = pos_y;
+    const std::uint64_t self = id;
+    long long ax = 0, ay = 0;
+    soaheap::device_do_fields<Body, &Body::id, &Body::pos_x, &Body::pos_y, &Body::mass>(
+        heap, [&](Body*, std::uint64_t other, float other_x, float other_y, float other_mass) {
+          if (other != self) add_acceleration(x, y, other_x, other_y, other_mass, ax, ay);
+        });
+    acceleration_x = ax;
+    acceleration_y = ay;
   }
 
   // ---- step 2: integration ----
@@ -80,60 +75,52 @@ class Body : public soaheap::Object<Body> {
   }
 
   // ---- step 3: merge candidates ----
+  /// The nearest match found so far.
   struct Nearest {
     float distance_squared;
     std::uint64_t id;
     Body* body;
   };
-  /// The outer body of steps 3 and 4 and the nearest match found so far.
-  struct Search {
-    float x, y, mass;
-    std::uint64_t id;
-    float radius_squared;
-    Nearest best;
-  };
+  /// Each candidate within the radius that absorbs this body, nearest first.
   SOAHEAP_HD void find_merge_target(const View& heap, float radius) {
-    Search search{pos_x, pos_y, mass, id, radius * radius, {radius * radius * 2.0f + 1.0f, kNoBody, nullptr}};
-    soaheap::device_do<Body>(heap, &Body::consider_as_target_of, &search);
-    merge_target = search.best.body;
-    merge_target_id = search.best.id;
-  }
-  /// Called on every candidate (`this`) for the searching body: a candidate within the radius that
-  /// absorbs the searcher, nearest first.
-  SOAHEAP_HD void consider_as_target_of(Search* search) {
-    const std::uint64_t candidate_id = id;
-    if (candidate_id == search->id) return;
-    if (!absorbs(mass, candidate_id, search->mass, search->id)) return;
-    const float dx = static_cast<float>(pos_x) - search->x;
-    const float dy = static_cast<float>(pos_y) - search->y;
-    const float distance_squared = dx * dx + dy * dy;
-    if (distance_squared > search->radius_squared) return;
-    if (closer(distance_squared, candidate_id, search->best.distance_squared, search->best.id))
-      search->best = {distance_squared, candidate_id, this};
+    const float x = pos_x, y = pos_y, own_mass = mass, radius_squared = radius * radius;
+    const std::uint64_t self = id;
+    Nearest best{radius_squared * 2.0f + 1.0f, kNoBody, nullptr};
+    soaheap::device_do_fields<Body, &Body::id, &Body::mass, &Body::pos_x, &Body::pos_y>(
+        heap, [&](Body* candidate, std::uint64_t candidate_id, float candidate_mass, float cx, float cy) {
+          if (candidate_id == self || !absorbs(candidate_mass, candidate_id, own_mass, self)) return;
+          const float dx = cx - x, dy = cy - y;
+          const float distance_squared = dx * dx + dy * dy;
+          if (distance_squared > radius_squared) return;
+          if (closer(distance_squared, candidate_id, best.distance_squared, best.id))
+            best = {distance_squared, candidate_id, candidate};
+        });
+    merge_target = best.body;
+    merge_target_id = best.id;
   }
 
   // ---- step 4: a body without a target accepts the nearest body that targets it ----
-  SOAHEAP_HD void consider_incoming(Search* sink) {
-    if (static_cast<std::uint64_t>(merge_target_id) != sink->id) return;
-    const float dx = static_cast<float>(pos_x) - sink->x;
-    const float dy = static_cast<float>(pos_y) - sink->y;
-    const float distance_squared = dx * dx + dy * dy;
-    if (closer(distance_squared, id, sink->best.distance_squared, sink->best.id))
-      sink->best = {distance_squared, id, this};
-  }
   SOAHEAP_HD void accept_merge(const View& heap) {
     accepted_id = std::uint64_t{kNoBody};
     if (static_cast<std::uint64_t>(merge_target_id) != kNoBody) return;
-    Search sink{pos_x, pos_y, mass, id, 0.0f, {INFINITY, kNoBody, nullptr}};
-    soaheap::device_do<Body>(heap, &Body::consider_incoming, &sink);
-    const Nearest best = sink.best;
+    const float x = pos_x, y = pos_y;
+    const std::uint64_t self = id;
+    Nearest best{INFINITY, kNoBody, nullptr};
+    soaheap::device_do_fields<Body, &Body::merge_target_id, &Body::id, &Body::pos_x, &Body::pos_y>(
+        heap, [&](Body* incoming, std::uint64_t its_target, std::uint64_t incoming_id, float ix, float iy) {
+          if (its_target != self) return;
+          const float dx = ix - x, dy = iy - y;
+          const float distance_squared = dx * dx + dy * dy;
+          if (closer(distance_squared, incoming_id, best.distance_squared, best.id))
+            best = {distance_squared, incoming_id, incoming};
+        });
     if (best.body == nullptr) return;
-    float new_mass = mass, x = pos_x, y = pos_y, vx = vel_x, vy = vel_y;
+    float new_mass = mass, nx = pos_x, ny = pos_y, vx = vel_x, vy = vel_y;
     Body* other = best.body;
-    merge_into(new_mass, x, y, vx, vy, other->mass, other->pos_x, other->pos_y, other->vel_x, other->vel_y);
+    merge_into(new_mass, nx, ny, vx, vy, other->mass, other->pos_x, other->pos_y, other->vel_x, other->vel_y);
     mass = new_mass;
-    pos_x = x;
-    pos_y = y;
+    pos_x = nx;
+    pos_y = ny;
     vel_x = vx;
     vel_y = vy;
     accepted_id = best.id;

@@ -14,6 +14,7 @@
 
 #include <soaheap/base/object_pointer.cuh>
 #include <soaheap/base/portability.cuh>
+#include <soaheap/reflection/field.cuh>
 
 #include <cstdint>
 #include <type_traits>
@@ -30,14 +31,6 @@ constexpr int bit_width(std::uint64_t value) {
   }
   return bits;
 }
-
-template <class Member>
-struct member_pointer_traits;
-template <class Field, class Owner>
-struct member_pointer_traits<Field Owner::*> {
-  using owner = Owner;
-  using field = Field;
-};
 }  // namespace detail
 
 /// @brief Orders objects by the heap position (block, then slot) of the object their pointer field

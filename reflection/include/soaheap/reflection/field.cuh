@@ -110,4 +110,15 @@ class Field {
   SOAHEAP_HD value_type operator--(int) { return (*address())--; }
 };
 
+namespace detail {
+/// The owner class and the Field type of a pointer to a field proxy member (`&Agent::position`).
+template <class Member>
+struct member_pointer_traits;
+template <class FieldType, class OwnerType>
+struct member_pointer_traits<FieldType OwnerType::*> {
+  using owner = OwnerType;
+  using field = FieldType;
+};
+}  // namespace detail
+
 }  // namespace soaheap
