@@ -3,6 +3,9 @@
 
 #include <soaheap/defrag/policy.hpp>
 
+#include <chrono>
+#include <thread>
+
 namespace soaheap_test {
 
 /// A kernel body that tries to defragment the heap it runs on (host backend only).
@@ -374,6 +377,31 @@ TEST(DefragPolicyOrders, AutoReordersAfterItsWarmupAndKeepsTheGraph) {
   EXPECT_TRUE(graph.atoms_in_id_order());
   expect_graphs(dump_graph(graph.heap, graph.spec.size()), {graph.spec});
   graph.heap.validate(soaheap::Validation::full);
+}
+
+TEST(DefragPolicyOrders, AutoLearnsAnIntervalFromItsWarmupReorderWhenItPays) {
+  // Iterations of 30 ms until the warmup's reorder, 2 ms after it: the reorder paid, and even with
+  // no loss measured afterwards (every iteration as fast as the fastest) the policy now knows
+  // when to reorder next. Sleeps dwarf the policy's own work, also under the sanitizers.
+  PolicyGraph graph;
+  soaheap::DefragConfig config;
+  config.policy = soaheap::DefragPolicyKind::automatic;
+  config.auto_budget = 1.0;
+  soaheap::DefragPolicy policy(config);
+  policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
+  long long iteration = 0;
+  for (; policy.auto_reorders() == 0 && iteration <= 2 * soaheap::DefragPolicy::kAutoReorderWarmup; ++iteration) {
+    if (iteration > 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    policy.maybe_defrag(graph.heap, iteration);
+  }
+  ASSERT_EQ(policy.auto_reorders(), 1) << "no reorder after the warmup";
+  EXPECT_EQ(policy.auto_learned_interval(), 0) << "nothing is learned before the reorder is judged";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  policy.maybe_defrag(graph.heap, iteration++);
+  const long long interval = policy.auto_learned_interval();
+  EXPECT_GE(interval, 1) << "the warmup's reorder paid (30 ms -> 2 ms) but taught no interval";
+  EXPECT_LE(interval, soaheap::DefragPolicy::kAutoMaxReorderInterval);
+  expect_graphs(dump_graph(graph.heap, graph.spec.size()), {graph.spec});
 }
 
 TEST(DefragPolicyOrders, AutoLearnsTheReorderIntervalThatCostsLeast) {

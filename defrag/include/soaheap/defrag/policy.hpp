@@ -197,6 +197,8 @@ class DefragPolicy {
 
   /// @brief Reorders the auto policy has run so far.
   long long auto_reorders() const { return auto_.reorders; }
+  /// @brief The reorder interval the auto policy learned from its last reorder that paid (0: none).
+  long long auto_learned_interval() const { return auto_.learned_interval; }
 
   /// @brief Milliseconds the auto policy has spent (statistics and defragmentation) and the
   /// runtime it has watched since its first call.
@@ -242,7 +244,7 @@ class DefragPolicy {
     // workload shrinks or grows, the excess over the fastest iteration above misjudges the loss
     // (generation shrinks: 247 iterations "lost" 2.9 ms, every:50 ran 7 % faster than the rule).
     long long learned_interval = 0;            ///< 0: nothing learned (the rent-or-buy rule alone)
-    long long reordered_after = 0;             ///< iterations of disorder the last reorder ended (0: the warmup's)
+    long long reordered_after = 0;             ///< iterations of disorder the last reorder ended (the warmup's: since the first call)
     long long reorders = 0;
     double saved_ms = 0;                       ///< cost of the reorders that paid (not charged to the budget)
   };
@@ -305,9 +307,11 @@ class DefragPolicy {
         // not charged to the budget.
         auto_.saved_ms += auto_.reorder_cost_ms;
         auto_.reorder_interval = 1;
-        // The warmup's reorder ends the setup's disorder, not disorder that regrew: nothing to learn.
-        if (auto_.reordered_after > 0)
-          auto_.learned_interval = learned_reorder_interval(auto_.reorder_cost_ms, auto_.reordered_after, gain_ms);
+        // The warmup's reorder teaches too: it ends the setup's disorder as well as the warmup's, so
+        // its interval is on the short side, and the next reorder that pays corrects it. Learning
+        // nothing from it left generation (a shrinking population, where the rent-or-buy rule sees
+        // no loss) 247 iterations without a reorder on an H100.
+        auto_.learned_interval = learned_reorder_interval(auto_.reorder_cost_ms, auto_.reordered_after, gain_ms);
       } else {
         auto_.reorder_interval = std::min(2 * auto_.reorder_interval, kAutoMaxReorderInterval);
         auto_.learned_interval = 0;
@@ -352,7 +356,7 @@ class DefragPolicy {
               " iterations that lost ", log::fixed(auto_.lost_ms), " ms to disorder (last iteration ",
               log::fixed(iteration_ms), " ms); the reorder took ", log::fixed(cost_ms), " ms");
     auto_.reorder_cost_ms = cost_ms;
-    auto_.reordered_after = first ? 0 : auto_.since_reorder;
+    auto_.reordered_after = auto_.since_reorder;
     auto_.spent_ms += cost_ms;
     auto_.before_reorder_ms = std::max(0.0, 2 * iteration_ms - previous_ms);  // linear trend
     auto_.judge_next = true;
