@@ -54,11 +54,12 @@ class Body : public soaheap::Object<Body> {
   // loop over arrays as in the hand-written baseline.
   SOAHEAP_HD void compute_force(const View& heap) {
     const float x = pos_x, y = pos_y;
-    const std::uint64_t self = id;
     long long ax = 0, ay = 0;
-    soaheap::device_do_fields<Body, &Body::id, &Body::pos_x, &Body::pos_y, &Body::mass>(
-        heap, [&](Body*, std::uint64_t other, float other_x, float other_y, float other_mass) {
-          if (other != self) add_acceleration(x, y, other_x, other_y, other_mass, ax, ay);
+    // Itself is recognised by its pointer (made from block and slot, no load), as the baseline
+    // compares indices.
+    soaheap::device_do_fields<Body, &Body::pos_x, &Body::pos_y, &Body::mass>(
+        heap, [&](Body* other, float other_x, float other_y, float other_mass) {
+          if (other != this) add_acceleration(x, y, other_x, other_y, other_mass, ax, ay);
         });
     acceleration_x = ax;
     acceleration_y = ay;
@@ -106,14 +107,15 @@ class Body : public soaheap::Object<Body> {
     const float x = pos_x, y = pos_y;
     const std::uint64_t self = id;
     Nearest best{INFINITY, kNoBody, nullptr};
-    soaheap::device_do_fields<Body, &Body::merge_target_id, &Body::id, &Body::pos_x, &Body::pos_y>(
-        heap, [&](Body* incoming, std::uint64_t its_target, std::uint64_t incoming_id, float ix, float iy) {
-          if (its_target != self) return;
-          const float dx = ix - x, dy = iy - y;
-          const float distance_squared = dx * dx + dy * dy;
-          if (closer(distance_squared, incoming_id, best.distance_squared, best.id))
-            best = {distance_squared, incoming_id, incoming};
-        });
+    // Few bodies target this one: the loop reads only the target ids, the rest through the pointer.
+    soaheap::device_do_fields<Body, &Body::merge_target_id>(heap, [&](Body* incoming, std::uint64_t its_target) {
+      if (its_target != self) return;
+      const std::uint64_t incoming_id = incoming->id;
+      const float dx = static_cast<float>(incoming->pos_x) - x, dy = static_cast<float>(incoming->pos_y) - y;
+      const float distance_squared = dx * dx + dy * dy;
+      if (closer(distance_squared, incoming_id, best.distance_squared, best.id))
+        best = {distance_squared, incoming_id, incoming};
+    });
     if (best.body == nullptr) return;
     float new_mass = mass, nx = pos_x, ny = pos_y, vx = vel_x, vy = vel_y;
     Body* other = best.body;
