@@ -124,6 +124,21 @@ __global__ void for_each_counted_thread_kernel(Body body, const std::uint64_t* c
   }
 }
 
+/// for_each_counted_thread_kernel for a body that reads its own thread count on the device,
+/// body.total() (e.g. several lists' lengths summed: Executor::launch_summed). The unnamed
+/// parameters keep the signature of the counted kernels for launch_after_previous.
+template <class Body>
+__global__ void for_each_summed_thread_kernel(Body body, const std::uint64_t*, std::uint64_t, std::uint64_t* last_total) {
+  wait_for_previous_kernel();
+  const std::uint64_t total = body.total();
+  if (last_total != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; tid < total;
+       tid += stride) {
+    body(tid);
+  }
+}
+
 /// for_each_counted_thread_kernel for bodies with prefetch(tid) and run(tid, item): a thread block
 /// serves kRows consecutive rows of blockDim items, and each thread first issues the list loads of
 /// its kRows items and then runs them. Its field loads then wait for one memory round trip per item
@@ -279,6 +294,37 @@ struct Executor {
     } else {
       (void)hint;  // the host pool sizes nothing
       const std::uint64_t total = atomic_load(count) * scale;
+      if (total != 0) pool->run(total, [&body](std::uint64_t tid) { body(tid); });
+    }
+  }
+
+  /// Runs body(tid) for tid in [0, body.total()), the total read on the device (counts written by
+  /// earlier launches of the stream); @p max_count bounds it. Never waits on cuda. The grid is as
+  /// in launch_counted without rows: a thread per item of the previous launch with this @p hint,
+  /// one strided wave without one.
+  template <class Body>
+  void launch_summed(std::uint64_t max_count, const LaunchHint& hint, const Body& body) const {
+    if (max_count == 0) return;
+    if (backend == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+      static const std::uint64_t resident_blocks = [] {
+        int blocks = 0;
+        SOAHEAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, for_each_summed_thread_kernel<Body>,
+                                                                         kThreadsPerCudaBlock, 0));
+        return static_cast<std::uint64_t>(blocks < 1 ? 1 : blocks) * multiprocessor_count();
+      }();
+      const std::uint64_t bound = (max_count + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
+      const std::uint64_t expected = expected_items(hint, max_count);  // max_count when unknown
+      const std::uint64_t blocks =
+          expected == max_count ? resident_blocks : (expected + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
+      const std::uint64_t grid = std::max<std::uint64_t>(1, blocks < bound ? blocks : bound);
+      launch_after_previous(for_each_summed_thread_kernel<Body>, grid, body, nullptr, 0, hint.device);
+#else
+      throw usage_error("the cuda backend is not compiled into this translation unit (compile it with nvcc)");
+#endif
+    } else {
+      (void)hint;
+      const std::uint64_t total = body.total();
       if (total != 0) pool->run(total, [&body](std::uint64_t tid) { body(tid); });
     }
   }

@@ -13,6 +13,7 @@
 #include <soaheap/core/stats.hpp>
 #include <soaheap/core/untyped_memory.cuh>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -221,6 +222,10 @@ class Heap {
   /// Items up to which a list counts as tiny for its enumeration (SparseEnumerateKernel): an empty
   /// list is expected to hold 256 (Executor::expected_items), one of 680 items is expected to hold 1,021.
   static constexpr std::uint64_t kSparseEnumerationItems = 1024;
+  /// Objects up to which a parallel_do over several concrete classes runs their methods as one
+  /// launch; larger lists get a launch each (with the rows of Executor::launch_counted), where a
+  /// launch costs little against the method.
+  static constexpr std::uint64_t kHierarchyLaunchMaxItems = std::uint64_t{1} << 20;
 
   /// Number of concrete classes of the heap that are T or derive from it.
   template <class T>
@@ -578,6 +583,21 @@ class Heap {
       }
       executor_.launch(enumeration_threads, enumerate);
       enumeration_timer_.stop(executor_);
+      if constexpr (kTargets > 1) {
+        // Lists of a hierarchy that together held fewer than kHierarchyLaunchMaxItems objects the
+        // last time (or whose size is not known yet): one method launch for all its classes
+        // instead of one per class. structure's BFS passes over NodeBase (three classes, two of them
+        // tiny) spend most of their time in launches.
+        detail::LaunchHintWord& hint_word = hierarchy_hints_[class_id<Visited>];
+        if (hint_word.hint().host == nullptr) hint_word = detail::LaunchHintWord(options_.backend);
+        const detail::LaunchHint& hint = hint_word.hint();
+        const std::uint64_t expected = hint.host == nullptr ? 0 : *static_cast<const volatile std::uint64_t*>(hint.host);
+        if (expected == detail::LaunchHint::kUnknown || expected < kHierarchyLaunchMaxItems) {
+          const auto lists = concatenate<T, Visited, Method, Pack, Classes...>(heap_view, enumerate.targets, pack);
+          executor_.launch_summed(block_count_ * detail::kSlotsPerBlock, hint, lists);
+          return;
+        }
+      }
       target = 0;
       for_each_visited_class<Visited, kExact>([&](auto tag) {
         using C = detail::tag_type_t<decltype(tag)>;
@@ -586,6 +606,22 @@ class Heap {
             list.count, capacity<C>, block_count_ * capacity<C>, list_buffer(1 + class_id<C>).launch_hint.hint(),
             detail::ParallelDoKernel<View, T, C, Method, Pack>{heap_view, list.ids, list.snapshots, pack});
       });
+    }
+  }
+
+  /// The ParallelDoKernels of Visited's concrete subclasses among @p Cs (heap order, as their
+  /// enumeration @p targets), as one body (detail::ConcatenatedLists).
+  template <class T, class Visited, auto Method, class Pack>
+  static detail::ConcatenatedLists<> concatenate(const View&, const detail::EnumerationTarget*, const Pack&) {
+    return {};
+  }
+  template <class T, class Visited, auto Method, class Pack, class C, class... Cs>
+  static auto concatenate(const View& heap_view, const detail::EnumerationTarget* targets, const Pack& pack) {
+    if constexpr (std::is_base_of_v<Visited, C> && !C::kAbstract) {
+      const detail::ParallelDoKernel<View, T, C, Method, Pack> own{heap_view, targets->ids, targets->snapshots, pack};
+      return detail::concatenate_lists(own, targets->count, concatenate<T, Visited, Method, Pack, Cs...>(heap_view, targets + 1, pack));
+    } else {
+      return concatenate<T, Visited, Method, Pack, Cs...>(heap_view, targets, pack);
     }
   }
 
@@ -738,6 +774,8 @@ class Heap {
   mutable detail::Memory scratch_;
   mutable detail::Memory statistics_counters_;
   mutable std::vector<ListBuffer> block_lists_;
+  /// Per class: the objects of the last one-launch parallel_do over it and its subclasses (made on first use).
+  mutable std::array<detail::LaunchHintWord, kClassCount> hierarchy_hints_;
   mutable detail::OperationTimer enumeration_timer_;
   mutable std::map<std::type_index, std::shared_ptr<void>> attachments_;
   int defrag_factor_[kClassCount] = {};

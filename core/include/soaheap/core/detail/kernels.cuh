@@ -338,6 +338,36 @@ struct ParallelDoKernel {
   SOAHEAP_HD void operator()(std::uint64_t tid) const { run(tid, prefetch(tid)); }
 };
 
+/// parallel_do over several concrete classes as ONE method launch (Executor::launch_summed): the
+/// classes' lists laid end to end, thread tid serving item tid of that sequence; each list's length
+/// is read on the device. Parts are ParallelDoKernels; made by concatenate_lists.
+template <class... Parts>
+struct ConcatenatedLists {
+  SOAHEAP_HD std::uint64_t total() const { return 0; }
+  SOAHEAP_HD void operator()(std::uint64_t) const {}
+};
+template <class First, class... Rest>
+struct ConcatenatedLists<First, Rest...> {
+  First first;
+  const std::uint64_t* count;  ///< blocks in First's list
+  ConcatenatedLists<Rest...> rest;
+  SOAHEAP_HD std::uint64_t items() const { return atomic_load(count) * static_cast<std::uint64_t>(First::kCapacity); }
+  SOAHEAP_HD std::uint64_t total() const { return items() + rest.total(); }
+  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+    const std::uint64_t own = items();
+    if (tid < own) {
+      first(tid);
+    } else {
+      rest(tid - own);
+    }
+  }
+};
+template <class First, class... Rest>
+SOAHEAP_HD ConcatenatedLists<First, Rest...> concatenate_lists(const First& first, const std::uint64_t* count,
+                                                               const ConcatenatedLists<Rest...>& rest) {
+  return {first, count, rest};
+}
+
 /// parallel_new: thread i constructs T(i, arguments...).
 template <class View, class T, class Arguments>
 struct ParallelNewKernel {
