@@ -586,8 +586,8 @@ class Heap {
       if constexpr (kTargets > 1) {
         // Lists of a hierarchy that together held fewer than kHierarchyLaunchMaxItems objects the
         // last time (or whose size is not known yet): one method launch for all its classes
-        // instead of one per class. structure's BFS passes over NodeBase (three classes, two of them
-        // tiny) spend most of their time in launches.
+        // instead of one per class (structure's BFS passes over NodeBase, three classes of which
+        // two are tiny: 9.69 -> 9.58 s on an H100).
         detail::LaunchHintWord& hint_word = hierarchy_hints_[class_id<Visited>];
         if (hint_word.hint().host == nullptr) hint_word = detail::LaunchHintWord(options_.backend);
         const detail::LaunchHint& hint = hint_word.hint();
