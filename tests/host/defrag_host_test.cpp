@@ -359,12 +359,17 @@ TEST(DefragPolicyOrders, WithoutFreeBlocksThePolicyCompactsInPlace) {
   heap.validate(soaheap::Validation::full);
 }
 
-TEST(DefragPolicyOrders, AutoReordersAfterItsWarmupAndKeepsTheGraph) {
-  PolicyGraph graph;
+/// The auto policy with a budget that never stops it (its reorders are what these tests watch).
+soaheap::DefragConfig unbounded_auto_config() {
   soaheap::DefragConfig config;
   config.policy = soaheap::DefragPolicyKind::automatic;
   config.auto_budget = 1.0;
-  soaheap::DefragPolicy policy(config);
+  return config;
+}
+
+TEST(DefragPolicyOrders, AutoReordersAfterItsWarmupAndKeepsTheGraph) {
+  PolicyGraph graph;
+  soaheap::DefragPolicy policy(unbounded_auto_config());
   policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
   bool reordered = false;
   for (long long iteration = 0; iteration <= soaheap::DefragPolicy::kAutoReorderWarmup; ++iteration) {
@@ -384,10 +389,7 @@ TEST(DefragPolicyOrders, AutoLearnsAnIntervalFromItsWarmupReorderWhenItPays) {
   // no loss measured afterwards (every iteration as fast as the fastest) the policy now knows
   // when to reorder next. Sleeps dwarf the policy's own work, also under the sanitizers.
   PolicyGraph graph;
-  soaheap::DefragConfig config;
-  config.policy = soaheap::DefragPolicyKind::automatic;
-  config.auto_budget = 1.0;
-  soaheap::DefragPolicy policy(config);
+  soaheap::DefragPolicy policy(unbounded_auto_config());
   policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
   long long iteration = 0;
   for (; policy.auto_reorders() == 0 && iteration <= 2 * soaheap::DefragPolicy::kAutoReorderWarmup; ++iteration) {
