@@ -55,6 +55,15 @@ struct HeapOptions {
   /// A parallel_do over one class whose list was tiny runs enumeration and method in one launch
   /// (Executor::launch_pair); that launch counts whole.
   bool time_enumeration = false;
+  /// cuda only: pack objects that lanes of diverged warps allocate (`new` in a branch or a loop of
+  /// differing length) into fewer blocks. By default such a lane starts a new block as soon as the
+  /// blocks it found had filled up under it; with many lanes allocating at once that leaves blocks
+  /// about half full. Packed, it looks again a few times first: on an H100, 16–31 % fewer peak
+  /// blocks for wa-tor, game-of-life, sugarscape and traffic without defragmentation, and wa-tor and
+  /// game-of-life 5 % faster, but such allocations take 30–60 % longer, and with the `auto`
+  /// defragmentation policy those applications ran 5–30 % slower (docs/performance.md, "Placement
+  /// of diverged allocations"). For programs that do not defragment.
+  bool pack_allocations = false;
 };
 
 /// @brief How thorough `validate()` is.
@@ -708,6 +717,7 @@ class Heap {
       defrag_factor_[c] = 1;
       state.defrag_threshold[c] = capacity_of_class(c) / 2;  // n = 1
     }
+    state.contended_rounds = options_.pack_allocations ? detail::kPackedContendedRounds : 0;
     runtime_.copy_from_host(0, &state, sizeof(state));
   }
 

@@ -47,6 +47,11 @@ inline constexpr int kOutOfMemoryEmptyChecks = 3;
 /// starting a new block to that first lane (backing off meanwhile), so that a diverged warp fills
 /// one new block rather than one block per lane.
 inline constexpr int kFollowerRounds = 6;
+/// With HeapOptions::pack_allocations: rounds in which a lane of a diverged warp whose lookups
+/// found only blocks that filled up under it looks again (after a pause) instead of starting a new
+/// block. Such misses mean many lanes are filling the same few blocks; starting a block for each
+/// of them leaves blocks half full (docs/performance.md, "Placement of diverged allocations").
+inline constexpr int kPackedContendedRounds = 4;
 
 /// Encoded error: kind in bits 0-7, class id in bits 8-15, block id in bits 16-63.
 SOAHEAP_HD inline std::uint64_t encode_error(HeapErrorKind kind, int class_id, std::uint64_t block) {
@@ -64,6 +69,9 @@ struct HeapRuntimeState {
   std::uint64_t allocated_blocks;
   std::uint64_t peak_allocated_blocks;
   int defrag_threshold[kMaxClasses];       ///< a block is a defrag candidate with at most this many objects
+  /// Rounds a diverged lane looks again before it starts a block when the blocks it found had
+  /// filled up (kPackedContendedRounds with HeapOptions::pack_allocations, else 0). Set once.
+  int contended_rounds;
   UntypedCounters untyped;                 ///< malloc/free counters (untyped_memory.cuh)
 };
 
@@ -182,8 +190,10 @@ class HeapView {
     constexpr int kCapacity = Layout::template capacity<T>;
     const BitmapView active = active_blocks(kClass);
     int empty_rounds = 0;
+    int contended_rounds = 0;
     for (int round = 0; round < detail::kMaxAllocationRounds; ++round) {
       const std::uint32_t round_seed = seed + static_cast<std::uint32_t>(round) * 0x9e3779b9u;
+      bool contended = false;  // a lookup found a block, but it had no room left
       for (int lookup = 0; lookup < detail::kActiveLookupAttempts; ++lookup) {
         const std::uint64_t block = active.try_find_set(round_seed + static_cast<std::uint32_t>(lookup) * 0x632be5abu);
         if (block == BitmapView::kNotFound) {
@@ -195,6 +205,11 @@ class HeapView {
         }
         const std::uint64_t slots = try_reserve_in_block(block, kClass, wanted, round_seed + lookup, rank);
         if (slots != 0) return {block, slots};
+        contended = true;
+      }
+      if (contended && rank >= 0 && contended_rounds < state->contended_rounds) {
+        detail::back_off(contended_rounds++);
+        continue;
       }
       if (rank > 0 && round < detail::kFollowerRounds) {
         detail::back_off(round);  // rank 0 is probably publishing a block with room for us
