@@ -5,11 +5,14 @@
 # one visit.
 # Usage: tools/gpu/build-variant.sh BUILD_DIR TARGET OUT_DIR "-DNAME=VALUE ..."
 # Example: tools/gpu/build-variant.sh build parallel_do_bench variants/mine "-DMY_SWITCH=1"
+# Environment: SKIP_NINJA=1 skips bringing the build up to date first (see below).
 set -euo pipefail
 build="$(cd "$1" && pwd)"; target="$2"; out="$3"; definitions="$4"
 mkdir -p "$out"; out="$(cd "$out" && pwd)"
 cd "$build"
-ninja "bin/$target" >/dev/null  # its libraries, and the command lines below, up to date
+# Its libraries, and the command lines below, up to date (SKIP_NINJA=1: they are, and the target
+# itself need not be rebuilt first, e.g. when only a header an experiment switches on has changed).
+[ "${SKIP_NINJA:-0}" = 1 ] || ninja "bin/$target" >/dev/null
 compile="$(ninja -t commands "bin/$target" | grep -- ' -c ' | grep -F -- "CMakeFiles/$target.dir/" | tail -1)"  # its own source, not a library's
 link="$(ninja -t commands "bin/$target" | tail -1)"
 [ -n "$compile" ] || { echo "build-variant: no compile command for $target in $build" >&2; exit 2; }
