@@ -93,7 +93,7 @@ int run(int argc, char** argv) {
       heap.throw_recorded_error();
       std::uint64_t failed = 0;
       failures.copy_to_host(&failed, 0, sizeof(failed));
-      const soaheap::ClassStats& cells = heap.stats().of("Cell16");
+      const soaheap::ClassStats cells = heap.stats().of("Cell16");  // a copy: stats() is a temporary
       const auto capacity = static_cast<std::uint64_t>(cells.capacity);
       const bool ok = failed == 0 && cells.used_slots == objects;
       all_succeeded = all_succeeded && ok;
