@@ -26,9 +26,11 @@
 #   HOST_INCLUDES and HOST_LIBS (flags to find spdlog and fmt where they are not installed; HOST_LIBS
 #   replaces -lspdlog -lfmt),
 #   ONLY (a regular expression: build and run just the programs whose names match it),
-#   EXTRA_FLAGS (e.g. -DPARAM_SIZE_X=512 to shrink a problem), GOL_PGM (a game-of-life .pgm data
+#   EXTRA_FLAGS (e.g. -DPARAM_SIZE_X=512 to shrink a problem), MAXRREGCOUNT (default 64, their
+#   build's register cap; empty: none), GOL_PGM (a game-of-life .pgm data
 #   set; without it a 2000x2000 random one is generated), WITH_DEBUG=1 (also build and run wa-tor,
-#   collision and nbody without -DNDEBUG, which prints their checksums).
+#   collision and nbody without -DNDEBUG, which prints their checksums, and small sugarscape
+#   and collision runs whose checksums examples/dynasoar_* given the same parameters print).
 # The programs' default sizes are those of the DynaSOAr paper: several run for minutes with their
 # default iteration counts, so the default TIMEOUT stops them (a timed-out run is recorded, not an
 # error); raise TIMEOUT for full runs. Build ~2 min on 16 cores, runs at most 10 x TIMEOUT.
@@ -57,7 +59,9 @@ includes="-I$repo/compat/shim"
 for module_include in "$repo"/*/include; do
   includes="$includes -I$module_include"
 done
-flags="-std=c++17 -arch=sm_90 --extended-lambda --expt-relaxed-constexpr -lineinfo -maxrregcount=64 $includes"
+# -maxrregcount=64 is DynaSOAr's own (its CMakeLists.txt); MAXRREGCOUNT= (empty) builds without it.
+maxrreg="${MAXRREGCOUNT-64}"
+flags="-std=c++17 -arch=sm_90 --extended-lambda --expt-relaxed-constexpr -lineinfo ${maxrreg:+-maxrregcount=$maxrreg} $includes"
 flags="$flags -I$src/example/configuration/dynasoar -I$src ${EXTRA_FLAGS:-}"
 # soaheap's log lines are written by a host-compiled function (base/src/log.cpp, spdlog): compiled
 # once here by the host compiler; HOST_INCLUDES may name where spdlog's and fmt's headers are.
@@ -88,13 +92,17 @@ if [ "${WITH_DEBUG:-0}" = 1 ]; then
              "nbody_debug|example/nbody/dynasoar/nbody.cu||-O3"
              "barnes_hut_patched_debug|@patched/example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DPARAM_NUM_ITER=20"
              "barnes_hut_patched_small_debug|@patched/example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DPARAM_NUM_ITER=20 -DPARAM_SIZE=20000"
-             "barnes_hut_small_debug|example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DPARAM_NUM_ITER=20 -DPARAM_SIZE=20000")
+             "barnes_hut_small_debug|example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DPARAM_NUM_ITER=20 -DPARAM_SIZE=20000"
+             # Checksums to hold against examples/dynasoar_* (same parameters on their command line).
+             "sugarscape_small_debug|example/sugarscape/dynasoar/sugarscape.cu||-O3 -DPARAM_SIZE=300 -DPARAM_MAX_OBJ=1048576"
+             "collision_small_debug|example/collision/dynasoar/collision.cu||-O3 -DPARAM_NUM_ITER=50 -DPARAM_MAX_OBJ=1048576")
 fi
 
 # Equal parameters for mode compare: name | main | extra | their options | native program and
 # arguments. Their sizes and iteration counts where the native application has the same notion
-# (fewer iterations than their defaults where a run would take minutes); the models' rules are each
-# implementation's own (see docs/dynasoar-migration.md for what differs).
+# (fewer iterations than their defaults where a run would take minutes). The native applications of
+# the first entries follow rules of their own (docs/dynasoar-migration.md says what differs); the
+# *_port entries compare with DynaSOAr's program written with the native API (examples/dynasoar_*).
 comparisons=(
   "cmp_wator|example/wa-tor/dynasoar/wator.cu||-O3 -DNDEBUG -DPARAM_SIZE_X=2048 -DPARAM_SIZE_Y=2048|wa-tor --size 2048 --iterations 500"
   "cmp_collision|example/collision/dynasoar/collision.cu||-O3 -DNDEBUG -DPARAM_NUM_ITER=500|collision --size 40000 --iterations 500"
@@ -104,6 +112,11 @@ comparisons=(
   "cmp_gol|example/game-of-life/dynasoar/gol.cu|example/game-of-life/dataset_loader.cu|-O3 -DNDEBUG|game-of-life --size 2000 --iterations 300 --density 100"
   "cmp_traffic|example/traffic/dynasoar/traffic.cu||-O3 -DNDEBUG|traffic --size 35000 --iterations 12000"
   "cmp_structure|example/structure/dynasoar/structure.cu|example/structure/dataset.cc|-O3 -DNDEBUG|structure --size 707 --iterations 7500"
+  # Against the same program written with the native API (examples/dynasoar_*: their rules, random
+  # numbers, heap size and memory), which isolates what the shim costs.
+  "cmp_collision_port|example/collision/dynasoar/collision.cu||-O3 -DNDEBUG -DPARAM_NUM_ITER=500|dynasoar_collision --size 40000 --iterations 500"
+  "cmp_sugarscape_port|example/sugarscape/dynasoar/sugarscape.cu||-O3 -DNDEBUG|dynasoar_sugarscape --size 1700 --iterations 10000"
+  "cmp_traffic_port|example/traffic/dynasoar/traffic.cu||-O3 -DNDEBUG|dynasoar_traffic --size 17500 --iterations 12000"
 )
 # Mode baseline: name | their program | extra sources | options | their baseline_soa source.
 baselines=(
@@ -240,9 +253,13 @@ if [ "$mode" = compare ] || [ "$mode" = compare-run ]; then
       native_rc=$?
       result="$(grep -E '^\{.*"total_time_s"' <<<"$native_out" | tail -n 1)"
       echo "${result:-$(tail -n 20 <<<"$native_out")}" >>"$log"
-      # The native result line's total time (setup + iterations; its self-check is timed apart).
+      # The native result line's time of its iterations where it reports one (the examples/dynasoar_*
+      # programs time what DynaSOAr's programs print: the iterations), else its total time (setup +
+      # iterations; its self-check is timed apart).
       native_s=$(python3 -c 'import json, sys
-try: print(json.loads(sys.stdin.read())["total_time_s"])
+try:
+    line = json.loads(sys.stdin.read())
+    print(line.get("iterations_time_s", line["total_time_s"]))
 except Exception: print(0)' <<<"$result")
       check=$(grep -o '"self_check":"[a-z]*"' <<<"$result" | cut -d'"' -f4)
       ratio=$(awk "BEGIN { print ($native_s > 0 ? $theirs_s / $native_s : 0) }")
