@@ -107,6 +107,7 @@ class Heap {
     headers_ = detail::Memory(options.backend, header_bytes, managed);
     bitmaps_ = detail::Memory(options.backend, bitmap_bytes, managed);
     runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState), managed);
+    error_signal_ = detail::MappedWord(options.backend, 0);
     statistics_counters_ = detail::Memory(
         options.backend, kClassCount * detail::StatisticsKernel<View>::kCounters * sizeof(std::uint64_t));
     block_lists_.resize(View::kBitmapCount);
@@ -197,6 +198,14 @@ class Heap {
   /// @throw out_of_memory, usage_error as recorded by kernels; cuda_error for a failed kernel
   void synchronize() const {
     executor_.synchronize();
+    // On cuda the first recorded error also raises a word of mapped host memory: reading it costs
+    // no copy (a copy of the error word after each wait was half of the overhead of a synchronous,
+    // DynaSOAr-style operation; docs/dynasoar-migration.md). The error itself is then copied.
+    std::uint64_t* signal = error_signal_.host();
+    if (signal != nullptr) {
+      if (*static_cast<volatile std::uint64_t*>(signal) == 0) return;
+      *static_cast<volatile std::uint64_t*>(signal) = 0;
+    }
     throw_recorded_error();
   }
 
@@ -531,6 +540,7 @@ class Heap {
     snapshot.bitmap_words.resize(bitmaps_.bytes() / sizeof(std::uint64_t));
     bitmaps_.copy_to_host(snapshot.bitmap_words.data(), 0, bitmaps_.bytes());
     runtime_.copy_to_host(&snapshot.state, 0, sizeof(snapshot.state));
+    snapshot.state.error_signal = nullptr;  // host code over a copy signals nothing to the live heap
     snapshot.view = view();
     snapshot.view.headers = snapshot.headers.data();
     snapshot.view.bitmap_words = snapshot.bitmap_words.data();
@@ -718,6 +728,7 @@ class Heap {
       state.defrag_threshold[c] = capacity_of_class(c) / 2;  // n = 1
     }
     state.contended_rounds = options_.pack_allocations ? detail::kPackedContendedRounds : 0;
+    state.error_signal = error_signal_.device();
     runtime_.copy_from_host(0, &state, sizeof(state));
   }
 
@@ -781,6 +792,8 @@ class Heap {
   detail::Memory headers_;
   detail::Memory bitmaps_;
   detail::Memory runtime_;
+  /// Raised by the first recorded error (HeapRuntimeState::error_signal); empty on the host backend.
+  detail::MappedWord error_signal_;
   mutable detail::Memory scratch_;
   mutable detail::Memory statistics_counters_;
   mutable std::vector<ListBuffer> block_lists_;

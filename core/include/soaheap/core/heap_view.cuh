@@ -61,6 +61,9 @@ SOAHEAP_HD inline std::uint64_t encode_error(HeapErrorKind kind, int class_id, s
 /// Device-side state of a heap that changes at runtime (written by the host between kernels).
 struct HeapRuntimeState {
   std::uint64_t error;                     ///< first error recorded since the last host check
+  /// cuda: a word of mapped host memory that the first error also sets, so that Heap::synchronize
+  /// learns whether there is one without a copy; nullptr on the host backend.
+  std::uint64_t* error_signal;
   /// Allocations between taking a block from the free bitmap and publishing it as active: while
   /// any is in flight an empty-looking heap is not yet out of memory.
   std::uint64_t blocks_in_transit;
@@ -158,7 +161,14 @@ class HeapView {
   // ---- errors ----------------------------------------------------------------------------------------
   /// Records @p kind unless an earlier error is still unreported (the first error is the useful one).
   SOAHEAP_HD void record_error(HeapErrorKind kind, int class_index, std::uint64_t block) const {
-    detail::atomic_cas(&state->error, 0, detail::encode_error(kind, class_index, block));
+    if (detail::atomic_cas(&state->error, 0, detail::encode_error(kind, class_index, block)) == 0 &&
+        state->error_signal != nullptr) {
+      // A plain store (no atomics on host memory); the host reads it only after the kernel ended.
+      *static_cast<volatile std::uint64_t*>(state->error_signal) = 1;
+#if SOAHEAP_DEVICE_CODE
+      __threadfence_system();
+#endif
+    }
   }
 
   // ---- allocation ------------------------------------------------------------------------------------

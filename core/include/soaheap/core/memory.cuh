@@ -115,44 +115,64 @@ class Memory {
   std::size_t bytes_ = 0;
 };
 
-/// One word of pinned host memory that the device can write (cuda only; empty elsewhere), for a
-/// LaunchHint. Starts at LaunchHint::kUnknown.
-class LaunchHintWord {
+/// One word of pinned host memory that kernels write through its mapped device address (cuda
+/// only; empty elsewhere): once the host has waited for the kernels it reads what they wrote, with
+/// no copy.
+class MappedWord {
  public:
-  LaunchHintWord() = default;
-  explicit LaunchHintWord(Backend backend) {
+  MappedWord() = default;
+  MappedWord(Backend backend, std::uint64_t initial) {
     if (backend != Backend::cuda) return;
 #if SOAHEAP_HAS_CUDA
     void* host = nullptr;
     SOAHEAP_CUDA_CHECK(cudaHostAlloc(&host, sizeof(std::uint64_t), cudaHostAllocMapped));
-    hint_.host = static_cast<std::uint64_t*>(host);
-    *hint_.host = LaunchHint::kUnknown;
+    host_ = static_cast<std::uint64_t*>(host);
+    *host_ = initial;
     void* device = nullptr;
     const cudaError_t status = cudaHostGetDevicePointer(&device, host, 0);
     if (status != cudaSuccess) {
       cudaFreeHost(host);
-      hint_ = LaunchHint{};
+      host_ = nullptr;
       SOAHEAP_CUDA_CHECK(status);
     }
-    hint_.device = static_cast<std::uint64_t*>(device);
+    device_ = static_cast<std::uint64_t*>(device);
+#else
+    (void)initial;
 #endif
   }
-  LaunchHintWord(const LaunchHintWord&) = delete;
-  LaunchHintWord& operator=(const LaunchHintWord&) = delete;
-  LaunchHintWord(LaunchHintWord&& other) noexcept : hint_(std::exchange(other.hint_, LaunchHint{})) {}
-  LaunchHintWord& operator=(LaunchHintWord&& other) noexcept {
-    std::swap(hint_, other.hint_);
+  MappedWord(const MappedWord&) = delete;
+  MappedWord& operator=(const MappedWord&) = delete;
+  MappedWord(MappedWord&& other) noexcept
+      : host_(std::exchange(other.host_, nullptr)), device_(std::exchange(other.device_, nullptr)) {}
+  MappedWord& operator=(MappedWord&& other) noexcept {
+    std::swap(host_, other.host_);
+    std::swap(device_, other.device_);
     return *this;
   }
-  ~LaunchHintWord() {
+  ~MappedWord() {
 #if SOAHEAP_HAS_CUDA
-    if (hint_.host != nullptr) cudaFreeHost(hint_.host);
+    if (host_ != nullptr) cudaFreeHost(host_);
 #endif
   }
-  const LaunchHint& hint() const { return hint_; }
+  /// The word for host code (nullptr when empty).
+  std::uint64_t* host() const { return host_; }
+  /// The same word for kernels (nullptr when empty).
+  std::uint64_t* device() const { return device_; }
 
  private:
-  LaunchHint hint_;
+  std::uint64_t* host_ = nullptr;
+  std::uint64_t* device_ = nullptr;
+};
+
+/// The mapped word of a LaunchHint (empty elsewhere than on cuda). Starts at LaunchHint::kUnknown.
+class LaunchHintWord {
+ public:
+  LaunchHintWord() = default;
+  explicit LaunchHintWord(Backend backend) : word_(backend, LaunchHint::kUnknown) {}
+  LaunchHint hint() const { return LaunchHint{word_.host(), word_.device()}; }
+
+ private:
+  MappedWord word_;
 };
 
 }  // namespace soaheap::detail
