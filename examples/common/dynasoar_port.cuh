@@ -6,6 +6,7 @@
 
 #include "examples/harness/harness.hpp"
 
+#include <chrono>
 #include <cstdint>
 
 namespace soaheap_app {
@@ -20,5 +21,25 @@ inline void add_heap_objects_option(Cli& cli, std::uint64_t& objects) {
   cli.option("--heap-objects", objects,
              "heap size in objects of the smallest class (default: the kNumObjects of DynaSOAr's program, as the shim uses)");
 }
+
+/// The clock of DynaSOAr's programs: it starts once setup has finished on the GPU and stops after
+/// the last iteration's kernels (their printed time leaves setup out).
+template <class Heap>
+class IterationClock {
+ public:
+  explicit IterationClock(const Heap& heap) : heap_(heap) {
+    heap_.synchronize();
+    start_ = std::chrono::steady_clock::now();
+  }
+  /// Seconds since the start, the GPU's work included.
+  double seconds() const {
+    heap_.synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  const Heap& heap_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace soaheap_app

@@ -22,7 +22,6 @@
 #include <soaheap/soaheap.cuh>
 
 #include <cmath>
-#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -182,9 +181,7 @@ int run_app(int argc, char** argv) {
   soaheap_app::AppRun<dynasoar_collision::CollisionHeap> run("dynasoar_collision", options, heap);
   heap.launch(1, dynasoar_collision::CreateBodies{heap.view(), options.size});
 
-  // DynaSOAr's programs time their iterations only (setup outside their clock): so does this.
-  heap.synchronize();
-  const auto iterations_start = std::chrono::steady_clock::now();
+  const soaheap_app::IterationClock clock(heap);
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
     heap.parallel_do<Body, &Body::compute_force<View>>(heap.view());
     heap.parallel_do<Body, &Body::update>();
@@ -194,8 +191,8 @@ int run_app(int argc, char** argv) {
     heap.parallel_do<Body, &Body::delete_merged<View>>(heap.view());
     run.after_iteration(iteration);
   }
+  const double iterations_seconds = clock.seconds();
   run.stop_clock();
-  const double iterations_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - iterations_start).count();
 
   std::uint64_t bodies = 0;
   std::uint64_t broken = 0;

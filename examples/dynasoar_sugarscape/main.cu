@@ -22,7 +22,6 @@
 
 #include <soaheap/soaheap.cuh>
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -52,6 +51,19 @@ struct Grid {
   class Cell** cells;
   SOAHEAP_HD Cell* at(int x, int y) const { return cells[x + y * size]; }
   SOAHEAP_HD bool contains(int x, int y) const { return x >= 0 && x < size && y >= 0 && y < size; }
+  /// Calls visit(cell) for every cell of the grid within distance @p range of cell @p id (itself
+  /// only when @p with_self), column by column as DynaSOAr's loops go: the order decides which of
+  /// equal candidates the random draws pick.
+  template <class Visit>
+  SOAHEAP_HD void for_each_within(int id, int range, bool with_self, Visit&& visit) const {
+    const int this_x = id % size;
+    const int this_y = id / size;
+    for (int dx = -range; dx <= range; ++dx) {
+      for (int dy = -range; dy <= range; ++dy) {
+        if ((with_self || dx != 0 || dy != 0) && contains(this_x + dx, this_y + dy)) visit(at(this_x + dx, this_y + dy));
+      }
+    }
+  }
 };
 
 class Cell : public soaheap::Object<Cell> {
@@ -116,17 +128,9 @@ class Cell : public soaheap::Object<Cell> {
   /// sum is an int that each addition converts through float).
   SOAHEAP_HD void update_diffuse(Grid grid) {
     int new_sugar = 0;
-    const int this_x = cell_id % grid.size;
-    const int this_y = cell_id / grid.size;
-    for (int dx = -kMaxVision; dx < kMaxVision + 1; ++dx) {
-      for (int dy = -kMaxVision; dy < kMaxVision + 1; ++dy) {
-        const int nx = this_x + dx;
-        const int ny = this_y + dy;
-        if ((dx != 0 || dy != 0) && grid.contains(nx, ny)) {
-          new_sugar = static_cast<int>(static_cast<float>(new_sugar) + 0.125f * static_cast<int>(grid.at(nx, ny)->sugar_diffusion));
-        }
-      }
-    }
+    grid.for_each_within(cell_id, kMaxVision, false, [&](Cell* neighbour) {
+      new_sugar = static_cast<int>(static_cast<float>(new_sugar) + 0.125f * static_cast<int>(neighbour->sugar_diffusion));
+    });
     sugar += new_sugar;
   }
 
@@ -192,29 +196,17 @@ class Agent : public soaheap::Object<Agent> {
     int turn = 0;
     Cell* target_cell = nullptr;
     int target_sugar = 0;
-    const int range = vision;
-    const int here = static_cast<Cell*>(cell)->cell_id;
-    const int this_x = here % grid.size;
-    const int this_y = here / grid.size;
-    for (int dx = -range; dx < range + 1; ++dx) {
-      for (int dy = -range; dy < range + 1; ++dy) {
-        const int nx = this_x + dx;
-        const int ny = this_y + dy;
-        if ((dx != 0 || dy != 0) && grid.contains(nx, ny)) {
-          Cell* neighbour = grid.at(nx, ny);
-          if (neighbour->is_free()) {
-            const int available = neighbour->sugar;
-            if (available > target_sugar) {
-              target_cell = neighbour;
-              target_sugar = available;
-              turn = 1;
-            } else if (available == target_sugar) {
-              if (random_float() <= 1.0f / (++turn)) target_cell = neighbour;
-            }
-          }
-        }
+    grid.for_each_within(static_cast<Cell*>(cell)->cell_id, vision, false, [&](Cell* neighbour) {
+      if (!neighbour->is_free()) return;
+      const int available = neighbour->sugar;
+      if (available > target_sugar) {
+        target_cell = neighbour;
+        target_sugar = available;
+        turn = 1;
+      } else if (available == target_sugar) {
+        if (random_float() <= 1.0f / (++turn)) target_cell = neighbour;
       }
-    }
+    });
     cell_request = target_cell;
   }
 
@@ -292,23 +284,13 @@ class Male : public soaheap::Object<Male, Agent> {
     if (!ready_to_mate()) return;
     Female* target_agent = nullptr;
     int target_sugar = -1;
-    const int range = vision;
-    const int here = static_cast<Cell*>(cell)->cell_id;
-    const int this_x = here % grid.size;
-    const int this_y = here / grid.size;
-    for (int dx = -range; dx < range + 1; ++dx) {
-      for (int dy = -range; dy < range + 1; ++dy) {
-        const int nx = this_x + dx;
-        const int ny = this_y + dy;
-        if (grid.contains(nx, ny)) {
-          Female* female = as<Female, View>(grid.at(nx, ny)->agent);
-          if (female != nullptr && female->ready_to_mate() && female->sugar > target_sugar) {
-            target_agent = female;
-            target_sugar = female->sugar;
-          }
-        }
+    grid.for_each_within(static_cast<Cell*>(cell)->cell_id, vision, true, [&](Cell* neighbour) {
+      Female* female = as<Female, View>(neighbour->agent);
+      if (female != nullptr && female->ready_to_mate() && female->sugar > target_sugar) {
+        target_agent = female;
+        target_sugar = female->sugar;
       }
-    }
+    });
     female_request = target_agent;
   }
 
@@ -319,23 +301,11 @@ class Male : public soaheap::Object<Male, Agent> {
     if (!proposal_accepted) return;
     Cell* target_cell = nullptr;
     int turn = 0;
-    const int range = vision;
-    const int here = static_cast<Cell*>(cell)->cell_id;
-    const int this_x = here % grid.size;
-    const int this_y = here / grid.size;
-    for (int dx = -range; dx < range + 1; ++dx) {
-      for (int dy = -range; dy < range + 1; ++dy) {
-        const int nx = this_x + dx;
-        const int ny = this_y + dy;
-        if ((dx != 0 || dy != 0) && grid.contains(nx, ny)) {
-          Cell* neighbour = grid.at(nx, ny);
-          if (neighbour->is_free()) {
-            ++turn;
-            if (random_float() <= 1.0f / turn) target_cell = neighbour;
-          }
-        }
-      }
-    }
+    grid.for_each_within(static_cast<Cell*>(cell)->cell_id, vision, false, [&](Cell* neighbour) {
+      if (!neighbour->is_free()) return;
+      ++turn;
+      if (random_float() <= 1.0f / turn) target_cell = neighbour;
+    });
     cell_request = target_cell;
   }
 
@@ -375,21 +345,12 @@ class Male : public soaheap::Object<Male, Agent> {
 SOAHEAP_HD inline void Cell::decide_permission(Grid grid) {
   Agent* selected_agent = nullptr;
   int turn = 0;
-  const int this_x = cell_id % grid.size;
-  const int this_y = cell_id / grid.size;
-  for (int dx = -kMaxVision; dx < kMaxVision + 1; ++dx) {
-    for (int dy = -kMaxVision; dy < kMaxVision + 1; ++dy) {
-      const int nx = this_x + dx;
-      const int ny = this_y + dy;
-      if (grid.contains(nx, ny)) {
-        Agent* neighbour = grid.at(nx, ny)->agent;
-        if (neighbour != nullptr && static_cast<Cell*>(neighbour->cell_request) == this) {
-          ++turn;
-          if (random_float() <= 1.0f / turn) selected_agent = neighbour;
-        }
-      }
-    }
-  }
+  grid.for_each_within(cell_id, kMaxVision, true, [&](Cell* neighbour) {
+    Agent* asking = neighbour->agent;
+    if (asking == nullptr || static_cast<Cell*>(asking->cell_request) != this) return;
+    ++turn;
+    if (random_float() <= 1.0f / turn) selected_agent = asking;
+  });
   if (selected_agent != nullptr) selected_agent->give_permission();
 }
 
@@ -399,22 +360,13 @@ SOAHEAP_HD void Female::decide_proposal(const View& heap, Grid grid) {
   if (num_children >= max_children) return;
   Male* selected_agent = nullptr;
   int selected_sugar = -1;
-  const int here = static_cast<Cell*>(cell)->cell_id;
-  const int this_x = here % grid.size;
-  const int this_y = here / grid.size;
-  for (int dx = -kMaxVision; dx < kMaxVision + 1; ++dx) {
-    for (int dy = -kMaxVision; dy < kMaxVision + 1; ++dy) {
-      const int nx = this_x + dx;
-      const int ny = this_y + dy;
-      if (grid.contains(nx, ny)) {
-        Male* male = as<Male, View>(grid.at(nx, ny)->agent);
-        if (male != nullptr && static_cast<Female*>(male->female_request) == this && male->sugar > selected_sugar) {
-          selected_agent = male;
-          selected_sugar = male->sugar;
-        }
-      }
+  grid.for_each_within(static_cast<Cell*>(cell)->cell_id, kMaxVision, true, [&](Cell* neighbour) {
+    Male* male = as<Male, View>(neighbour->agent);
+    if (male != nullptr && static_cast<Female*>(male->female_request) == this && male->sugar > selected_sugar) {
+      selected_agent = male;
+      selected_sugar = male->sugar;
     }
-  }
+  });
   if (selected_agent != nullptr) selected_agent->accept_proposal();
 }
 
@@ -495,9 +447,7 @@ int run_app(int argc, char** argv) {
   heap.launch(cell_count, dynasoar_sugarscape::CreateCells{heap.view(), grid});
   heap.launch(cell_count, dynasoar_sugarscape::CreateAgents{heap.view(), grid});
 
-  // DynaSOAr's programs time their iterations only (setup outside their clock): so does this.
-  heap.synchronize();
-  const auto iterations_start = std::chrono::steady_clock::now();
+  const soaheap_app::IterationClock clock(heap);
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
     heap.parallel_do<Cell, &Cell::grow_sugar>();
     heap.parallel_do<Cell, &Cell::prepare_diffuse>();
@@ -515,8 +465,8 @@ int run_app(int argc, char** argv) {
     heap.parallel_do<Male, &Male::mate<View>>(heap.view(), grid);
     run.after_iteration(iteration);
   }
+  const double iterations_seconds = clock.seconds();
   run.stop_clock();
-  const double iterations_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - iterations_start).count();
 
   soaheap::detail::Memory counts(heap.backend(), 5 * sizeof(std::uint64_t));
   counts.fill_zero();

@@ -24,7 +24,6 @@
 #include <soaheap/soaheap.cuh>
 
 #include <cmath>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -427,9 +426,7 @@ int run_app(int argc, char** argv) {
   heap.launch(network.size(), dynasoar_traffic::CreateEdges{heap.view(), device_nodes});
   heap.launch(network.size(), dynasoar_traffic::CreateTrafficLights{device_nodes, device_lights});
 
-  // DynaSOAr's programs time their iterations only (setup outside their clock): so does this.
-  heap.synchronize();
-  const auto iterations_start = std::chrono::steady_clock::now();
+  const soaheap_app::IterationClock clock(heap);
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
     heap.parallel_do<ProducerCell, &ProducerCell::create_car<View>>(heap.view());
     heap.launch(network.size(), dynasoar_traffic::StepTrafficLights{device_lights});
@@ -437,8 +434,8 @@ int run_app(int argc, char** argv) {
     heap.parallel_do<Car, &Car::step_move<View>>(heap.view());
     run.after_iteration(iteration);
   }
+  const double iterations_seconds = clock.seconds();
   run.stop_clock();
-  const double iterations_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - iterations_start).count();
 
   soaheap::detail::Memory counts(heap.backend(), 4 * sizeof(std::uint64_t));
   counts.fill_zero();
