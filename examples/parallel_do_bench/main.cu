@@ -5,8 +5,13 @@
 //           launched by the same executor (what a hand-written SOA kernel does)
 //   axpy_half_destroyed: the same after half of the objects, chosen at random, were destroyed
 //           (the blocks stay half full: every block is still read), against the plain loop over N
+//   small_*: parallel_do over a class of --small-objects objects (a short step of an agent program)
+//           back to back (small_class), waiting after each call as DynaSOAr's parallel_do and the
+//           compatibility shim do (small_class_waited), and both on a heap that times its
+//           enumerations (HeapOptions::time_enumeration, on in the shim: *_timed);
+//           empty_kernel_waited is the floor of a waited operation (one empty launch, then a wait)
 // Each case runs --repetitions times back to back and waits once at the end, as an application's
-// iteration loop does; one JSON line per case.
+// iteration loop does (the *_waited cases also after every call); one JSON line per case.
 
 #include "examples/common/cli.cuh"
 
@@ -18,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <iostream>
+#include <utility>
 
 namespace pdo {
 
@@ -77,9 +83,11 @@ int main(int argc, char** argv) {
     soaheap_app::Cli cli("parallel_do overhead against plain array kernels");
     std::string backend_name;
     unsigned long long objects = 1 << 24;
+    unsigned long long small_objects = 1 << 16;
     int repetitions = 1000;
     cli.backend(backend_name, soaheap::cuda_available());
     cli.option("--objects", objects, "objects of the axpy case", 1, 1ULL << 40);
+    cli.option("--small-objects", small_objects, "objects of the small_* cases", 1, 1ULL << 32);
     cli.option("--repetitions", repetitions, "calls per case", 1, 1 << 30);
     if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
     const soaheap::Backend backend = soaheap::parse_backend(backend_name);
@@ -90,6 +98,7 @@ int main(int argc, char** argv) {
     pdo::BenchHeap heap(options);
     heap.parallel_new<pdo::Particle>(objects);
     const std::function<void()> wait = [&] { heap.synchronize(); };
+    const std::function<void()> no_wait = [] {};
 
     const double empty = pdo::seconds_per_call(repetitions, [&] { heap.parallel_do<pdo::Unused, &pdo::Unused::touch>(); }, wait);
     const double with_objects =
@@ -116,6 +125,25 @@ int main(int argc, char** argv) {
       if (count != 0) result["ns_per_object"] = seconds * 1e9 / static_cast<double>(count);
       result.print();
     };
+    // Short steps, as DynaSOAr programs run them: every call waited for, enumeration timed or not.
+    const auto small_cases = [&](bool timed) {
+      soaheap::HeapOptions small_options;
+      small_options.objects = small_objects + small_objects / 8;
+      small_options.backend = backend;
+      small_options.time_enumeration = timed;
+      pdo::BenchHeap small(small_options);
+      small.parallel_new<pdo::Particle>(small_objects);
+      const std::function<void()> small_wait = [&] { small.synchronize(); };
+      const auto step = [&] { small.parallel_do<pdo::Particle, &pdo::Particle::axpy>(0.5f); };
+      const double free_running = pdo::seconds_per_call(repetitions, step, small_wait);
+      const double waited = pdo::seconds_per_call(repetitions, [&] { step(); small_wait(); }, no_wait);
+      return std::make_pair(free_running, waited);
+    };
+    const auto [small_free, small_waited] = small_cases(false);
+    const auto [small_free_timed, small_waited_timed] = small_cases(true);
+    const double empty_kernel_waited = pdo::seconds_per_call(
+        repetitions, [&] { executor.launch(1, pdo::Nothing{}); executor.synchronize(); }, no_wait);
+
     heap.parallel_do<pdo::Particle, &pdo::Particle::maybe_destroy<pdo::BenchHeap::View>>(heap.view(), 20251124u);
     const std::uint64_t survivors = heap.count<pdo::Particle>();
     const double half_destroyed =
@@ -126,6 +154,11 @@ int main(int argc, char** argv) {
     line("axpy_parallel_do", with_objects, objects);
     line("axpy_plain_arrays", arrays, objects);
     line("axpy_half_destroyed", half_destroyed, survivors);
+    line("empty_kernel_waited", empty_kernel_waited, 0);
+    line("small_class", small_free, small_objects);
+    line("small_class_waited", small_waited, small_objects);
+    line("small_class_timed", small_free_timed, small_objects);
+    line("small_class_waited_timed", small_waited_timed, small_objects);
     soaheap_app::Result ratio;
     ratio["bench"] = "parallel_do";
     ratio["case"] = "ratio";

@@ -206,6 +206,14 @@ __device__ inline void allow_dependent_launch() {
 /// see "Warp aggregation" in docs/architecture.md for why a smaller group is not safe.
 __device__ inline bool whole_warp_converged() { return __activemask() == kFullWarp; }
 
+/// The GPU's global nanosecond clock (%globaltimer): one time base for every SM, so stamps taken by
+/// different warps of a launch can be compared.
+__device__ inline std::uint64_t global_nanoseconds() {
+  std::uint64_t nanoseconds;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(nanoseconds));
+  return nanoseconds;
+}
+
 /// Sum of @p value over the 32 lanes of a converged warp (every lane gets it).
 __device__ inline std::uint64_t whole_warp_sum(std::uint64_t value) {
   for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullWarp, value, offset);

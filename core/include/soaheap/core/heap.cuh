@@ -51,9 +51,10 @@ struct HeapOptions {
   /// Host backend worker threads; 0 = the environment variable SOAHEAP_HOST_THREADS when set
   /// (for programs that cannot pass options, e.g. DynaSOAr's through the shim), else all cores.
   unsigned host_threads = 0;
-  /// Time the enumeration step of every parallel_do (CUDA events; see Heap::enumeration_seconds()).
-  /// A parallel_do over one class whose list was tiny runs enumeration and method in one launch
-  /// (Executor::launch_pair); that launch counts whole.
+  /// Time the enumeration step of every parallel_do (see Heap::enumeration_seconds()): on cuda the
+  /// enumeration kernel's warps stamp the GPU clock (a parallel_do over one class whose list was tiny
+  /// runs enumeration and method in one launch, Executor::launch_pair: its enumeration part counts),
+  /// on the host backend the host's clock measures the step.
   bool time_enumeration = false;
   /// cuda only: pack objects that lanes of diverged warps allocate (`new` in a branch or a loop of
   /// differing length) into fewer blocks. By default such a lane starts a new block as soon as the
@@ -111,7 +112,8 @@ class Heap {
     statistics_counters_ = detail::Memory(
         options.backend, kClassCount * detail::StatisticsKernel<View>::kCounters * sizeof(std::uint64_t));
     block_lists_.resize(View::kBitmapCount);
-    enumeration_timer_.enabled = options.time_enumeration;
+    // cuda times the enumerations on the device (EnumerationStamp), the host backend by its clock.
+    enumeration_timer_.enabled = options.time_enumeration && options.backend == Backend::host;
     check_address_space();
     initialize();
   }
@@ -298,8 +300,16 @@ class Heap {
 
   /// @brief Seconds parallel_do has spent enumerating blocks (block lists and iteration snapshots)
   /// since the heap was created: the enumeration overhead of the DynaSOAr paper. Measured only with
-  /// HeapOptions::time_enumeration (by CUDA events on cuda); 0 otherwise. Synchronizes.
-  double enumeration_seconds() const { return enumeration_timer_.seconds(executor_); }
+  /// HeapOptions::time_enumeration (on cuda from the first start to the last end of the warps of
+  /// each enumeration launch); 0 otherwise. Waits for the heap's stream.
+  double enumeration_seconds() const {
+    if (options_.backend == Backend::host) return enumeration_timer_.seconds(executor_);
+    if (!options_.time_enumeration) return 0;
+    executor_.synchronize();
+    detail::EnumerationClock clock{};
+    runtime_.copy_to_host(&clock, offsetof(detail::HeapRuntimeState, enumeration_clock), sizeof(clock));
+    return static_cast<double>(clock.total_nanoseconds()) * 1e-9;
+  }
 
   /// @brief Blocks in use now (not free). Synchronizes.
   std::uint64_t allocated_block_count() const {
@@ -569,7 +579,8 @@ class Heap {
       using Pack = decltype(detail::make_argument_pack(arguments...));
       const Pack pack = detail::make_argument_pack(arguments...);
       const View heap_view = view();
-      detail::EnumerateKernel<View, kTargets> enumerate{heap_view, block_count_, {}};
+      const detail::EnumerationStamp stamp = next_enumeration_stamp();
+      detail::EnumerateKernel<View, kTargets> enumerate{heap_view, block_count_, {}, stamp};
       int target = 0;
       for_each_visited_class<Visited, kExact>([&](auto tag) {
         using C = detail::tag_type_t<decltype(tag)>;
@@ -590,7 +601,7 @@ class Heap {
           const detail::ParallelDoKernel<View, T, C, Method, Pack> method{heap_view, list.ids, list.snapshots, pack};
           if (detail::Executor::expected_items(hint, detail::LaunchHint::kUnknown) <= kSparseEnumerationItems) {
             launched = executor_.launch_pair(detail::SparseEnumerateKernel<View>::threads_for(block_count_),
-                                             detail::SparseEnumerateKernel<View>{heap_view, list}, list.count, capacity<C>, hint,
+                                             detail::SparseEnumerateKernel<View>{heap_view, list, stamp}, list.count, capacity<C>, hint,
                                              method);
           } else {
             launched = executor_.launch_pair(enumeration_threads, enumerate, list.count, capacity<C>, hint, method);
@@ -777,6 +788,16 @@ class Heap {
     return target;
   }
 
+  /// The clock the next enumeration launch stamps: none unless timed on cuda; its two intervals in
+  /// turn (EnumerationClock).
+  detail::EnumerationStamp next_enumeration_stamp() const {
+    if (!options_.time_enumeration || options_.backend != Backend::cuda) return {};
+    auto* clock = reinterpret_cast<detail::EnumerationClock*>(static_cast<char*>(runtime_.get()) +
+                                                              offsetof(detail::HeapRuntimeState, enumeration_clock));
+    enumeration_slot_ = 1 - enumeration_slot_;
+    return {clock, enumeration_slot_};
+  }
+
   std::uint64_t read_runtime_counter(std::size_t offset) const {
     synchronize();
     std::uint64_t value = 0;
@@ -800,7 +821,8 @@ class Heap {
   mutable std::vector<ListBuffer> block_lists_;
   /// Per class: the objects of the last one-launch parallel_do over it and its subclasses (made on first use).
   mutable std::array<detail::LaunchHintWord, kClassCount> hierarchy_hints_;
-  mutable detail::OperationTimer enumeration_timer_;
+  mutable detail::OperationTimer enumeration_timer_;  ///< host backend (cuda: EnumerationStamp)
+  mutable int enumeration_slot_ = 0;                   ///< interval of the last enumeration launch
   mutable std::map<std::type_index, std::shared_ptr<void>> attachments_;
   int defrag_factor_[kClassCount] = {};
   mutable std::atomic<bool> busy_{false};

@@ -58,6 +58,25 @@ SOAHEAP_HD inline std::uint64_t encode_error(HeapErrorKind kind, int class_id, s
   return static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(class_id & 0xff) << 8) | (block << 16);
 }
 
+/// The time parallel_do's enumeration launches ran on cuda (HeapOptions::time_enumeration), kept by
+/// the launches themselves (EnumerationStamp): consecutive launches alternate between two
+/// intervals; each widens its own to the earliest start and the latest end of its warps and folds
+/// the other one, which the launch before it filled, into `nanoseconds`.
+struct EnumerationClock {
+  std::uint64_t inverted_start[2];  ///< ~(earliest start): widened by atomic max, so zero means unused
+  std::uint64_t end[2];             ///< latest end
+  std::uint64_t nanoseconds;        ///< intervals folded so far
+
+  /// Interval @p slot in nanoseconds; 0 while unused.
+  SOAHEAP_HD std::uint64_t interval(int slot) const {
+    if (inverted_start[slot] == 0) return 0;
+    const std::uint64_t start = ~inverted_start[slot];
+    return end[slot] > start ? end[slot] - start : 0;
+  }
+  /// Everything measured so far, the last launch's interval included.
+  SOAHEAP_HD std::uint64_t total_nanoseconds() const { return nanoseconds + interval(0) + interval(1); }
+};
+
 /// Device-side state of a heap that changes at runtime (written by the host between kernels).
 struct HeapRuntimeState {
   std::uint64_t error;                     ///< first error recorded since the last host check
@@ -76,6 +95,7 @@ struct HeapRuntimeState {
   /// filled up (kPackedContendedRounds with HeapOptions::pack_allocations, else 0). Set once.
   int contended_rounds;
   UntypedCounters untyped;                 ///< malloc/free counters (untyped_memory.cuh)
+  EnumerationClock enumeration_clock;      ///< parallel_do's enumeration time on cuda, when timed
 };
 
 /// Result of a slot reservation: the block and the slots reserved in it (slots == 0: failed).

@@ -26,7 +26,7 @@
 
 #ifndef SOAHEAP_DYNASOAR_TIME_ENUMERATION
 /// Build flag: 0 leaves the enumeration of parallel_do untimed (DBG_get_enumeration_time() then
-/// returns 0), which saves two CUDA event records per operation.
+/// returns 0), which saves the enumeration kernel's clock stamps (two atomics per warp).
 #define SOAHEAP_DYNASOAR_TIME_ENUMERATION 1
 #endif
 

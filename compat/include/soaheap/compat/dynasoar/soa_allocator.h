@@ -58,8 +58,27 @@ class SoaAllocator {
     std::memcpy(view_bytes_, &view, sizeof(View));
   }
 
-  /// @brief The soaheap view (usable with soaheap's own device API as well).
-  SOAHEAP_HD const View& view() const { return *reinterpret_cast<const View*>(view_bytes_); }
+  /// @brief The soaheap view (usable with soaheap's own device API as well), as a copy.
+  ///
+  /// The allocator object never changes after the handle made it, so device code reads its words
+  /// once, through the read-only cache, into registers (the compiler drops the words a use does not
+  /// need). Through a reference into the object every atomic of an allocation or a destroy made the
+  /// compiler read them again: the object might have changed.
+  SOAHEAP_HD View view() const {
+    View copy;
+#if SOAHEAP_DEVICE_CODE
+    static_assert(sizeof(View) % sizeof(unsigned long long) == 0, "SoaAllocator: HeapView is read as 8-byte words");
+    constexpr int kWords = static_cast<int>(sizeof(View) / sizeof(unsigned long long));
+    unsigned long long words[kWords];
+    const auto* stored = reinterpret_cast<const unsigned long long*>(view_bytes_);
+SOAHEAP_UNROLL
+    for (int i = 0; i < kWords; ++i) words[i] = __ldg(stored + i);
+    std::memcpy(&copy, words, sizeof(View));
+#else
+    std::memcpy(&copy, view_bytes_, sizeof(View));
+#endif
+    return copy;
+  }
 
   // ---- allocation -------------------------------------------------------------------------------------
 
