@@ -592,7 +592,7 @@ class Heap {
         // A list that was tiny last time: enumeration and method kernel as one cooperative grid
         // (one launch; Executor::launch_pair), the enumeration reading only the bitmap level above
         // the blocks where the list is expected to hold no more than a few blocks
-        // (SparseEnumerateKernel). When the enumeration is timed, that launch counts whole.
+        // (SparseEnumerateKernel). When timed, its enumeration part is (EnumerationStamp).
         bool launched = false;
         for_each_visited_class<Visited, kExact>([&](auto tag) {
           using C = detail::tag_type_t<decltype(tag)>;
