@@ -403,6 +403,10 @@ int run_app(int argc, char** argv) {
       soaheap_app::AppDefaults{500, 17500, 100, 12000});
   std::uint64_t heap_objects = soaheap_app::kDynasoarObjects / 2;  // their configuration.h: 32*64*64*64
   soaheap_app::add_heap_objects_option(cli, heap_objects);
+  bool wait_each_operation = false;
+  cli.flag("--wait-each-operation", wait_each_operation,
+           "wait for the GPU after every operation of a step, as DynaSOAr's API and its program do (the shim's "
+           "default), to split the shim's cost from the cost of those waits");
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   const soaheap_app::AppOptions options = cli.options();
   if (options.size < 2 || options.size > 10000000) {
@@ -427,11 +431,20 @@ int run_app(int argc, char** argv) {
   heap.launch(network.size(), dynasoar_traffic::CreateTrafficLights{device_nodes, device_lights});
 
   const soaheap_app::IterationClock clock(heap);
+  // DynaSOAr's parallel_do returns after the GPU finished, and its traffic waits after its own
+  // light kernel: four waits a step, which --wait-each-operation reproduces.
+  const auto wait = [&] {
+    if (wait_each_operation) heap.synchronize();
+  };
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
     heap.parallel_do<ProducerCell, &ProducerCell::create_car<View>>(heap.view());
+    wait();
     heap.launch(network.size(), dynasoar_traffic::StepTrafficLights{device_lights});
+    wait();
     heap.parallel_do<Car, &Car::step_prepare_path>();
+    wait();
     heap.parallel_do<Car, &Car::step_move<View>>(heap.view());
+    wait();
     run.after_iteration(iteration);
   }
   const double iterations_seconds = clock.seconds();
