@@ -38,3 +38,36 @@ TEST(HostThreads, EnvironmentVariableSetsTheDefaultWorkerCount) {
   EXPECT_GE(heap.host_threads(), 1u);
 }
 }  // namespace soaheap_test
+
+namespace soaheap_test {
+// A thread-per-item launch over a list shorter than one 256-thread block per SM spreads its warps
+// over every SM (soaheap::detail::spread_block_threads); longer lists keep 256-thread blocks.
+TEST(LaunchShape, ShortListsSpreadOverEveryMultiprocessor) {
+  using soaheap::detail::spread_block_threads;
+  constexpr std::uint64_t kH100 = 132;
+  // 20,000 items: 79 blocks of 256 (8 warps on the busiest SM) or 625 of 32 (5 warps).
+  EXPECT_EQ(spread_block_threads(20000, kH100), 32u);
+  // 16,384 items: 64 blocks of 256 (8 warps) or 128 of 128 (4 warps; 64 and 32 tie at 4).
+  EXPECT_EQ(spread_block_threads(16384, kH100), 128u);
+  // One block of 256 per SM or more: unchanged, also where smaller blocks would balance better.
+  EXPECT_EQ(spread_block_threads(kH100 * 256, kH100), 256u);
+  EXPECT_EQ(spread_block_threads(100000, kH100), 256u);
+  EXPECT_EQ(spread_block_threads(std::uint64_t{1} << 40, kH100), 256u);
+  // Two warps: on one SM in a block of 256, on two SMs in blocks of 32.
+  EXPECT_EQ(spread_block_threads(64, kH100), 32u);
+  // One warp: one SM whatever the block, so the largest block wins the tie.
+  EXPECT_EQ(spread_block_threads(20, kH100), 256u);
+  EXPECT_EQ(spread_block_threads(0, kH100), 256u);
+  EXPECT_EQ(spread_block_threads(5000, 0), 256u);
+  // Never more warps on the busiest SM than with 256-thread blocks, for every short list.
+  for (std::uint64_t items = 1; items < kH100 * 256; items += 97) {
+    const std::uint64_t threads = spread_block_threads(items, kH100);
+    ASSERT_TRUE(threads == 32 || threads == 64 || threads == 128 || threads == 256) << items;
+    const auto busiest = [&](std::uint64_t block) {
+      const std::uint64_t blocks = (items + block - 1) / block;
+      return std::min((blocks + kH100 - 1) / kH100 * (block / 32), (items + 31) / 32);
+    };
+    EXPECT_LE(busiest(threads), busiest(256)) << items;
+  }
+}
+}  // namespace soaheap_test

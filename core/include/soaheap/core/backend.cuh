@@ -89,6 +89,29 @@ inline unsigned host_thread_count(unsigned requested) {
 
 inline constexpr unsigned kThreadsPerCudaBlock = 256;
 
+/// Threads per block for a launch of one thread per item over @p items items on a GPU of
+/// @p multiprocessors SMs: kThreadsPerCudaBlock, or, for a list shorter than one such block per
+/// SM, the power of two down to 32 that leaves the fewest warps on the busiest SM (the larger on a
+/// tie). 20,000 items are 79 blocks of 256 threads on an H100's 132 SMs (eight warps on 79 SMs,
+/// none on 53) or 625 blocks of 32 (at most five warps on any): a heavy method over a short list
+/// (an all-pairs force loop) is then shared by every SM, and each scheduler has fewer warps to
+/// interleave. DynaSOAr's nbody through the shim: its force kernel 8.84 → 8.47 ms, the program
+/// 3.66 → 3.50 s. Longer lists keep 256: spreading every list (lists of up to 32 warps per SM
+/// went to blocks of 32) made generation 4–9 % and wa-tor 3 % slower (docs/performance.md,
+/// twelfth pass).
+constexpr std::uint64_t spread_block_threads(std::uint64_t items, std::uint64_t multiprocessors) {
+  if (items == 0 || multiprocessors == 0 || items >= multiprocessors * kThreadsPerCudaBlock) return kThreadsPerCudaBlock;
+  const std::uint64_t warps = (items + 31) / 32;
+  std::uint64_t best = kThreadsPerCudaBlock, best_load = ~std::uint64_t{0};
+  for (std::uint64_t threads = kThreadsPerCudaBlock; threads >= 32; threads /= 2) {
+    const std::uint64_t warps_per_block = threads / 32;
+    const std::uint64_t blocks = (warps + warps_per_block - 1) / warps_per_block;
+    const std::uint64_t busiest = std::min((blocks + multiprocessors - 1) / multiprocessors * warps_per_block, warps);
+    if (busiest < best_load) best = threads, best_load = busiest;
+  }
+  return best;
+}
+
 #if SOAHEAP_HAS_CUDA
 /// Waits until the kernel before this one in the stream has finished and its writes are visible
 /// (needed only when this kernel was launched with programmatic stream serialization).
@@ -282,12 +305,13 @@ struct Executor {
           return;
         }
       }
-      // One wave that strides without a hint; with one, a thread per expected item.
-      const std::uint64_t bound = (max_count + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
-      const std::uint64_t blocks =
-          hint.host == nullptr ? resident_blocks : (expected + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
+      // One wave that strides without a hint; with one, a thread per expected item, in blocks
+      // that spread a short list over every multiprocessor.
+      const std::uint64_t threads = hint.host == nullptr ? kThreadsPerCudaBlock : block_threads_for(hint);
+      const std::uint64_t bound = (max_count + threads - 1) / threads;
+      const std::uint64_t blocks = hint.host == nullptr ? resident_blocks : (expected + threads - 1) / threads;
       const unsigned grid = static_cast<unsigned>(blocks < bound ? blocks : bound);
-      launch_after_previous(for_each_counted_thread_kernel<Body>, grid, body, count, scale, hint.device);
+      launch_after_previous(for_each_counted_thread_kernel<Body>, grid, body, count, scale, hint.device, threads);
 #else
       throw usage_error("the cuda backend is not compiled into this translation unit (compile it with nvcc)");
 #endif
@@ -313,12 +337,12 @@ struct Executor {
                                                                          kThreadsPerCudaBlock, 0));
         return static_cast<std::uint64_t>(blocks < 1 ? 1 : blocks) * multiprocessor_count();
       }();
-      const std::uint64_t bound = (max_count + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
       const std::uint64_t expected = expected_items(hint, max_count);  // max_count when unknown
-      const std::uint64_t blocks =
-          expected == max_count ? resident_blocks : (expected + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
+      const std::uint64_t threads = expected == max_count ? kThreadsPerCudaBlock : block_threads_for(hint);
+      const std::uint64_t bound = (max_count + threads - 1) / threads;
+      const std::uint64_t blocks = expected == max_count ? resident_blocks : (expected + threads - 1) / threads;
       const std::uint64_t grid = std::max<std::uint64_t>(1, blocks < bound ? blocks : bound);
-      launch_after_previous(for_each_summed_thread_kernel<Body>, grid, body, nullptr, 0, hint.device);
+      launch_after_previous(for_each_summed_thread_kernel<Body>, grid, body, nullptr, 0, hint.device, threads);
 #else
       throw usage_error("the cuda backend is not compiled into this translation unit (compile it with nvcc)");
 #endif
@@ -392,20 +416,35 @@ struct Executor {
   /// the start of every kernel made a streaming loop 8 % slower (docs/performance.md).
   template <class Body>
   void launch_after_previous(void (*kernel)(Body, const std::uint64_t*, std::uint64_t, std::uint64_t*), std::uint64_t blocks,
-                             const Body& body, const std::uint64_t* count, std::uint64_t scale, std::uint64_t* last_total) const {
+                             const Body& body, const std::uint64_t* count, std::uint64_t scale, std::uint64_t* last_total,
+                             std::uint64_t threads = kThreadsPerCudaBlock) const {
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute.val.programmaticStreamSerializationAllowed = 1;
-    launch_with(attribute, kernel, blocks, body, count, scale, last_total);
+    launch_with_threads(attribute, kernel, blocks, threads, body, count, scale, last_total);
+  }
+
+  /// Threads per block for a thread-per-item launch over the list of @p hint (spread_block_threads).
+  static std::uint64_t block_threads_for(const LaunchHint& hint) {
+    const std::uint64_t last = *static_cast<const volatile std::uint64_t*>(hint.host);
+    if (last == LaunchHint::kUnknown) return kThreadsPerCudaBlock;
+    return detail::spread_block_threads(last, multiprocessor_count());
   }
 
   /// Launches @p kernel on the heap's stream with @p blocks thread blocks and one launch @p attribute.
   template <class... Parameters, class... Arguments>
   void launch_with(const cudaLaunchAttribute& attribute, void (*kernel)(Parameters...), std::uint64_t blocks,
                    const Arguments&... arguments) const {
+    launch_with_threads(attribute, kernel, blocks, kThreadsPerCudaBlock, arguments...);
+  }
+
+  /// launch_with, @p threads per block (a multiple of 32, at most kThreadsPerCudaBlock).
+  template <class... Parameters, class... Arguments>
+  void launch_with_threads(const cudaLaunchAttribute& attribute, void (*kernel)(Parameters...), std::uint64_t blocks,
+                           std::uint64_t threads, const Arguments&... arguments) const {
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(static_cast<unsigned>(blocks));
-    config.blockDim = dim3(kThreadsPerCudaBlock);
+    config.blockDim = dim3(static_cast<unsigned>(threads));
     config.stream = stream;
     cudaLaunchAttribute attributes[1] = {attribute};
     config.attrs = attributes;
