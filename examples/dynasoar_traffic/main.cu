@@ -225,16 +225,6 @@ class ProducerCell : public soaheap::Object<ProducerCell, Cell> {
 };
 
 using TrafficHeap = soaheap::Heap<Car, Cell, ProducerCell>;
-
-}  // namespace dynasoar_traffic
-
-// As the DynaSOAr layer does for their program (its classes name their allocator): a Car's fields
-// reached through a loaded pointer use the heap's capacity as a constant.
-SOAHEAP_FIXED_CAPACITIES(dynasoar_traffic::TrafficHeap);
-static_assert(soaheap::fixed_capacity<dynasoar_traffic::Car>::value == dynasoar_traffic::TrafficHeap::capacity<dynasoar_traffic::Car>);
-
-namespace dynasoar_traffic {
-
 using View = TrafficHeap::View;
 
 /// An intersection of the generated network (DynaSOAr's Node): its streets out, with the

@@ -197,16 +197,6 @@ class AnchorPullNode : public soaheap::Object<AnchorPullNode, NodeBase> {
 };
 
 using StructureHeap = soaheap::Heap<NodeBase, Node, AnchorNode, AnchorPullNode, Spring>;
-
-}  // namespace structure
-
-// The classes live in this heap only: a Spring's fields reached through a loaded pointer cost a
-// multiply-add from the block address, without decoding the capacity from the pointer bits.
-SOAHEAP_FIXED_CAPACITIES(structure::StructureHeap);
-static_assert(soaheap::fixed_capacity<structure::Spring>::value == structure::StructureHeap::capacity<structure::Spring>);
-
-namespace structure {
-
 using View = StructureHeap::View;
 
 template <class T, class Pointer>

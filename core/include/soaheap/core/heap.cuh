@@ -85,10 +85,6 @@ class Heap {
   static constexpr int class_id = View::template class_id<T>;
   template <class T>
   static constexpr int capacity = Layout::template capacity<T>;
-  static_assert(Layout::fixed_capacities_match(),
-                "soaheap: a class of this heap has a fixed capacity (SOAHEAP_FIXED_CAPACITIES, or a DynaSOAr "
-                "allocator) that is not this heap's: a class declared fixed for one heap cannot live in a heap "
-                "of another layout");
 
   /// @throw invalid_argument when the size is missing, ambiguous or smaller than one block
   /// @throw error when the heap's addresses leave no free high bits for object-pointer tags

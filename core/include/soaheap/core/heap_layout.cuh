@@ -4,7 +4,6 @@
 
 #include <soaheap/base/object_pointer.cuh>
 #include <soaheap/reflection/class_traits.cuh>
-#include <soaheap/reflection/field.cuh>
 #include <soaheap/reflection/object.cuh>
 
 #include <algorithm>
@@ -62,31 +61,6 @@ struct HeapLayout {
                 "soaheap: a class is more than 64 times the size of the smallest class, so not even one object "
                 "fits into a block; move its large data into a separate managed class or enlarge the smallest class");
 
-  /// @brief The capacity shared by @p T (when concrete) and every concrete class of the heap derived
-  /// from it: what every pointer to T points into. 0 when they differ or none is concrete.
-  template <class T>
-  static constexpr int uniform_capacity = [] {
-    int found = 0;
-    bool uniform = true;
-    const auto visit = [&](bool applies, int class_capacity) {
-      if (!applies) return;
-      if (found == 0) {
-        found = class_capacity;
-      } else if (found != class_capacity) {
-        uniform = false;
-      }
-    };
-    (visit(std::is_base_of_v<T, Classes> && !Classes::kAbstract, capacity<Classes>), ...);
-    return uniform ? found : 0;
-  }();
-
-  /// @brief Whether every class's declared fixed_capacity (if any) is this layout's: false when a
-  /// class was declared for a heap of another layout (SOAHEAP_FIXED_CAPACITIES of another heap).
-  static constexpr bool fixed_capacities_match() {
-    return ((fixed_capacity<Classes>::value == 0 || fixed_capacity<Classes>::value == uniform_capacity<Classes>) &&
-            ...);
-  }
-
   /// Bytes of one block's data segment: 64 objects of the smallest class, rounded to the SOA alignment.
   static constexpr std::uint64_t kDataBytes = detail::align_up(
       std::max<std::uint64_t>({std::uint64_t{64} * kSmallestObjectBytes,
@@ -95,38 +69,4 @@ struct HeapLayout {
       detail::kObjectAlignment);
 };
 
-namespace detail {
-
-/// The class list of a heap type (Heap<Classes...>, HeapView<Classes...>) as a HeapLayout, found
-/// without instantiating the heap type (its classes may still be incomplete). @p Dependent delays
-/// the lookup to the use of SOAHEAP_FIXED_CAPACITIES's specialization.
-template <class HeapType, class Dependent>
-struct layout_of;
-template <template <class...> class HeapTemplate, class... Classes, class Dependent>
-struct layout_of<HeapTemplate<Classes...>, Dependent> {
-  using type = HeapLayout<Classes...>;
-  template <class T>
-  static constexpr bool holds = index_of<T, Classes...>() >= 0;
-};
-
-}  // namespace detail
-
 }  // namespace soaheap
-
-/// @brief Declares that the classes of heap type @p HeapType (soaheap::Heap<...>) live in no heap of
-/// another layout, so that their field proxies use this layout's capacities as compile-time
-/// constants (soaheap::fixed_capacity): a field reached through a pointer loaded from memory then
-/// costs a multiply-add on the block address instead of a decode of the pointer's capacity bits.
-/// Use at global namespace scope, after the heap type and before the classes' member functions
-/// (the classes may still be incomplete): `SOAHEAP_FIXED_CAPACITIES(StructureHeap);`. A class may be
-/// declared for one heap layout only; every Heap checks at compile time that the capacities declared
-/// for its classes are its own.
-#define SOAHEAP_FIXED_CAPACITIES(HeapType)                                                                 \
-  namespace soaheap {                                                                                      \
-  template <class SoaheapClass>                                                                            \
-  struct fixed_capacity<SoaheapClass,                                                                      \
-                        std::enable_if_t<detail::layout_of<HeapType, SoaheapClass>::template holds<SoaheapClass>>> \
-      : std::integral_constant<int, detail::layout_of<HeapType, SoaheapClass>::type::template uniform_capacity< \
-                                        SoaheapClass>> {};                                                 \
-  }  /* namespace soaheap */                                                                               \
-  static_assert(true, "SOAHEAP_FIXED_CAPACITIES ends with a semicolon")

@@ -18,20 +18,6 @@ struct is_field : std::false_type {};
 template <class T>
 struct is_field<T, std::void_t<typename T::soaheap_field_marker>> : std::true_type {};
 
-/// @brief The block capacity of every object a pointer to @p T can point at, where it is one
-/// compile-time constant; 0 (the default) where it is not known.
-///
-/// A field proxy reached through a pointer that was loaded from memory (`spring->a->x`) decodes the
-/// capacity from the pointer's tag bits and computes its SOA array offset from it at run time. Where
-/// T and all of its concrete subclasses live in blocks of one capacity, a specialization says so and
-/// the field address becomes the block address plus a constant plus slot times the field size, as in
-/// hand-written SOA code. The capacity depends on the heap (on its smallest class), so only code that
-/// knows the heap of T can specialize this: SOAHEAP_FIXED_CAPACITIES(Heap) for soaheap's own classes,
-/// the DynaSOAr layer for classes that name their allocator. Every Heap checks at compile time that a
-/// declared capacity matches its own layout.
-template <class T, class Enable = void>
-struct fixed_capacity : std::integral_constant<int, 0> {};
-
 /// @brief Field number @p Index (0-based, among @p Owner's own fields) of managed class @p Owner.
 /// Used like a plain member: read, assign, compound assignment, `->` on pointers, `[]` on arrays.
 template <class Owner, int Index>
@@ -55,8 +41,7 @@ class Field {
   /// @brief Address of this object's value inside the block's SOA array.
   SOAHEAP_HD value_type* address() const {
     const std::uint64_t object = detail::object_bits_of(this);
-    constexpr int kFixedCapacity = fixed_capacity<Owner>::value;
-    const int capacity = kFixedCapacity > 0 ? kFixedCapacity : detail::capacity_of(object);
+    const int capacity = detail::capacity_of(object);
     const std::uint64_t array_offset =
         detail::soa_array_offset<all_field_types_t<Owner>, global_index()>(capacity);
     char* const bytes = reinterpret_cast<char*>(detail::data_address_of(object) + array_offset) +

@@ -206,13 +206,6 @@ struct managed_base<T, std::enable_if_t<compat::dynasoar::is_dynasoar_class_v<T>
   using type = typename T::BaseClass;
 };
 
-/// A DynaSOAr-style class names its allocator, hence its heap's layout: where the class and its
-/// concrete subclasses share one block capacity, its field proxies use it as a constant instead of
-/// decoding it from every pointer they are reached through (the field reads of `spring->p1_->pos_x_`).
-template <class T>
-struct fixed_capacity<T, std::enable_if_t<compat::dynasoar::is_dynasoar_class_v<T>>>
-    : std::integral_constant<int, T::Allocator::Layout::template uniform_capacity<T>> {};
-
 }  // namespace soaheap
 
 /// @brief DynaSOAr's field declaration: the class's own field types, in the order of its

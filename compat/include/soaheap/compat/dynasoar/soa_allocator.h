@@ -34,7 +34,6 @@ class SoaAllocator {
   /// The soaheap heap and view types behind this allocator.
   using Heap = ::soaheap::Heap<Classes...>;
   using View = ::soaheap::HeapView<Classes...>;
-  using Layout = ::soaheap::HeapLayout<Classes...>;
 
   static_assert(NumObjects > 0, "SoaAllocator: the object count (first template argument) must be positive");
   /// Objects of the smallest class the heap holds (DynaSOAr's N_Objects).
