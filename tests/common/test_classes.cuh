@@ -9,6 +9,7 @@
 namespace soaheap_test {
 
 class Node;
+class Counter;
 
 /// Abstract root: every test object carries a unique id so that tests can follow objects.
 class Item : public soaheap::Object<Item> {
@@ -29,6 +30,12 @@ class Small : public soaheap::Object<Small, Item> {
   SOAHEAP_HD Small(std::uint64_t new_id, std::uint64_t new_payload) {
     id = new_id;
     payload = new_payload;
+  }
+
+  /// Creates a Counter of value @p base + id: a parallel_do over Small that changes another class.
+  template <class HeapView>
+  SOAHEAP_HD void make_counter(const HeapView& heap, std::uint64_t base) {
+    new (heap) Counter(0, base + static_cast<std::uint64_t>(id));
   }
 };
 
@@ -74,6 +81,11 @@ class Counter : public soaheap::Object<Counter> {
     visits = 0;
   }
   SOAHEAP_HD void visit() { visits += 1; }
+  SOAHEAP_HD void add_visits(std::uint64_t count) { visits += count; }
+  template <class HeapView>
+  SOAHEAP_HD void die_if_multiple_of(const HeapView& heap, std::uint64_t divisor) {
+    if (value % divisor == 0) soaheap::destroy(heap, this);
+  }
 
   /// A class constant without a device definition (only its value may be used in device code) and
   /// a field as the operand of another field's compound assignment.

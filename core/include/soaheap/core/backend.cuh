@@ -7,8 +7,10 @@
 #include <soaheap/core/thread_pool.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -88,6 +90,9 @@ inline unsigned host_thread_count(unsigned requested) {
 }
 
 inline constexpr unsigned kThreadsPerCudaBlock = 256;
+/// Rows of for_each_pipelined_row_kernel: a list gets it only when it fills the GPU 2·16 times
+/// over (8.6 M items on an H100), and only where measured faster (RowKernelChoice).
+inline constexpr int kPipelinedRows = 16;
 
 /// Threads per block for a launch of one thread per item over @p items items on a GPU of
 /// @p multiprocessors SMs: kThreadsPerCudaBlock, or, for a list shorter than one such block per
@@ -200,6 +205,34 @@ SOAHEAP_UNROLL
   }
 }
 
+/// for_each_counted_row_kernel with the rows pipelined: each thread loads the list entry of its
+/// next row while the current row runs, so it holds two items whatever kRows is and a list
+/// round trip is paid once per kRows rows (axpy over 16.7 M objects on an H100: 1.17× → 1.12× the
+/// plain arrays with 16 rows, docs/performance.md fifth pass). Which of the two kernels serves a
+/// method is measured (RowKernelChoice).
+template <int kRows, class Body>
+__global__ void for_each_pipelined_row_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
+                                              std::uint64_t* last_total) {
+  wait_for_previous_kernel();
+  const std::uint64_t total = *count * scale;
+  if (last_total != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
+  const std::uint64_t chunk_items = static_cast<std::uint64_t>(kRows) * blockDim.x;
+  for (std::uint64_t first = blockIdx.x * chunk_items + threadIdx.x; first < total;
+       first += static_cast<std::uint64_t>(gridDim.x) * chunk_items) {
+    typename Body::Item item = body.prefetch(first);
+SOAHEAP_NO_UNROLL
+    for (int row = 0; row < kRows; ++row) {
+      const std::uint64_t tid = first + static_cast<std::uint64_t>(row) * blockDim.x;
+      if (tid >= total) break;  // the rows after it are further out
+      const std::uint64_t next = tid + blockDim.x;
+      typename Body::Item following = item;
+      if (row + 1 < kRows && next < total) following = body.prefetch(next);
+      body.run(tid, item);
+      item = following;
+    }
+  }
+}
+
 /// Two steps in one cooperative grid (all its thread blocks resident at once): first(tid) for tid in
 /// [0, first_count), a grid-wide barrier, then body(tid) for tid in [0, *count · scale) where
 /// @p count was written by the first step. One launch instead of two for steps whose second is
@@ -217,6 +250,122 @@ __global__ void pair_kernel(First first, std::uint64_t first_count, Body body, c
   if (last_total != nullptr && start == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
   for (std::uint64_t tid = start; tid < total; tid += stride) body(tid);
 }
+#endif
+
+/// The row kernel a method's long lists get: measured (RowKernelChoice), or fixed by
+/// SOAHEAP_ROW_KERNEL=rows|pipelined for reproducible timings.
+enum class RowKernel { measured, rows, pipelined };
+
+/// @brief Parses SOAHEAP_ROW_KERNEL's value (nullptr or empty: measured).
+/// @throw invalid_argument naming the value when it is none of auto, rows, pipelined
+inline RowKernel parse_row_kernel(const char* value) {
+  const std::string_view name = value == nullptr ? "" : value;
+  if (name.empty() || name == "auto") return RowKernel::measured;
+  if (name == "rows") return RowKernel::rows;
+  if (name == "pipelined") return RowKernel::pipelined;
+  throw invalid_argument("soaheap: SOAHEAP_ROW_KERNEL=\"" + std::string(name) + "\" is not auto, rows or pipelined");
+}
+
+#if SOAHEAP_HAS_CUDA
+/// Which kernel serves one method's long lists (Executor::launch_counted): the row kernel (rows
+/// whose list entries are all loaded first) or the pipelined one (more rows, the next entry loaded
+/// while a row runs). Neither wins everywhere on an H100 (docs/performance.md, fifth and fourteenth
+/// passes): a streaming method such as axpy runs fastest pipelined, where it waits for the list
+/// once per 16 rows instead of once per 4; game-of-life's latency-bound neighbour walks were 5 %
+/// slower so, with a quarter of the threads. So each method (each kernel body type: one static
+/// object per instantiation) measures both on its first long-list launches: each kernel once
+/// untimed (first launches load code), then kSamples of each, alternating, between CUDA events
+/// that nobody waits for. A later launch that finds the last event complete compares the times per
+/// expected item and keeps the pipelined kernel only if it was kMargin faster; until then, and
+/// wherever the events cannot be used, the row kernel runs.
+class RowKernelChoice {
+ public:
+  static constexpr int kSamples = 3;
+  static constexpr double kMargin = 0.03;
+
+  struct Launch {
+    bool pipelined = false;
+    int sample = -1;  ///< >= 0: the launch is timed as this sample
+  };
+
+  /// Before a launch over about @p items items on @p stream: which kernel, and whether timed
+  /// (then its start event is recorded here).
+  Launch begin(cudaStream_t stream, std::uint64_t items) {
+    const int decided = decided_.load(std::memory_order_acquire);
+    if (decided >= 0) return {decided == 1, -1};
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (decided_.load(std::memory_order_relaxed) < 0 && launches_ == 0) {
+      const RowKernel fixed = parse_row_kernel(std::getenv("SOAHEAP_ROW_KERNEL"));
+      if (fixed != RowKernel::measured) decide(fixed == RowKernel::pipelined);
+    }
+    if (decided_.load(std::memory_order_relaxed) >= 0) return {decided_.load(std::memory_order_relaxed) == 1, -1};
+    const int launch = launches_++;
+    if (launch < 2) return {launch == 1, -1};  // warm-up: each kernel once
+    int device = -1;
+    if (cudaGetDevice(&device) != cudaSuccess) return {};
+    const int sample = launch - 2;
+    if (sample == 0) {
+      device_ = device;
+      for (int i = 0; i < 2 * kSamples; ++i)
+        if (cudaEventCreate(&start_[i]) != cudaSuccess || cudaEventCreate(&end_[i]) != cudaSuccess) {
+          decide(false);  // no events, no measurement: the row kernel
+          return {};
+        }
+    }
+    if (device != device_) return {};  // another GPU's stream cannot record these events
+    if (sample < 2 * kSamples) {
+      items_[sample] = items == 0 ? 1 : items;
+      if (cudaEventRecord(start_[sample], stream) != cudaSuccess) return {};
+      return {sample % 2 == 1, sample};
+    }
+    if (ended_ < 2 * kSamples) return {};  // a timed launch of another thread is still being made
+    const cudaError_t done = cudaEventQuery(end_[2 * kSamples - 1]);
+    if (done == cudaErrorNotReady) return {};
+    double per_item[2] = {0, 0};
+    for (int i = 0; i < 2 * kSamples; ++i) {
+      float milliseconds = 0;
+      if (done != cudaSuccess || cudaEventElapsedTime(&milliseconds, start_[i], end_[i]) != cudaSuccess) {
+        decide(false);  // a failed kernel is reported by the next synchronizing call, not here
+        return {};
+      }
+      per_item[i % 2] += milliseconds / static_cast<double>(items_[i]);
+    }
+    decide(per_item[1] < (1.0 - kMargin) * per_item[0]);
+    return {decided_.load(std::memory_order_relaxed) == 1, -1};
+  }
+
+  /// After the launch that begin() answered: records its end event if it was timed.
+  void end(const Launch& launch, cudaStream_t stream) {
+    if (launch.sample < 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cudaEventRecord(end_[launch.sample], stream) != cudaSuccess) {
+      decide(false);
+      return;
+    }
+    ++ended_;
+  }
+
+ private:
+  void decide(bool pipelined) {
+    if (launches_ >= 3 && device_ >= 0) {
+      for (int i = 0; i < 2 * kSamples; ++i) {
+        if (start_[i] != nullptr) cudaEventDestroy(start_[i]);
+        if (end_[i] != nullptr) cudaEventDestroy(end_[i]);
+        start_[i] = end_[i] = nullptr;
+      }
+    }
+    decided_.store(pipelined ? 1 : 0, std::memory_order_release);
+  }
+
+  std::atomic<int> decided_{-1};  ///< -1 while measuring, 0 row kernel, 1 pipelined
+  std::mutex mutex_;
+  int launches_ = 0;
+  int ended_ = 0;
+  int device_ = -1;
+  cudaEvent_t start_[2 * kSamples] = {};
+  cudaEvent_t end_[2 * kSamples] = {};
+  std::uint64_t items_[2 * kSamples] = {};
+};
 #endif
 
 /// Where a counted launch (Executor::launch_counted) leaves its thread count for the next launch
@@ -273,7 +422,8 @@ struct Executor {
   /// With @p kRows > 1 the body has prefetch/run, and a launch whose list is large (at least 2·kRows
   /// waves of resident threads by the hint) serves kRows items per thread
   /// (for_each_counted_row_kernel) when that kernel keeps full occupancy (a light method: a
-  /// streaming loop). Methods that need more registers, and lists that would not fill the GPU
+  /// streaming loop); a list that fills the GPU 2·kPipelinedRows times over gets the pipelined row
+  /// kernel instead where that was measured faster for the method (RowKernelChoice). Methods that need more registers, and lists that would not fill the GPU
   /// kRows times over, keep one thread per item: the rows of a thread run one after the other, which
   /// costs methods of varying cost their dynamic scheduling and few-object lists their parallelism
   /// (collision's O(n²) methods over 65 k bodies: 7× slower with 4 rows on an H100).
@@ -293,15 +443,27 @@ struct Executor {
           blocks_per_multiprocessor(for_each_counted_thread_kernel<Body>) * multiprocessor_count();
       const std::uint64_t expected = expected_items(hint, max_count);
       if constexpr (kRows > 1) {
-        static const bool light = [&] {
-          const std::uint64_t full = 2048 / kThreadsPerCudaBlock;  // resident threads per SM on sm_70..sm_90
-          return blocks_per_multiprocessor(for_each_counted_row_kernel<kRows, Body>) >= full;
-        }();
+        constexpr std::uint64_t full = 2048 / kThreadsPerCudaBlock;  // resident threads per SM on sm_70..sm_90
+        static const bool light = blocks_per_multiprocessor(for_each_counted_row_kernel<kRows, Body>) >= full;
         const std::uint64_t waves = resident_blocks * kThreadsPerCudaBlock;
         if (light && hint.host != nullptr && expected >= 2 * kRows * waves) {
-          constexpr std::uint64_t kItemsPerBlock = std::uint64_t{kThreadsPerCudaBlock} * kRows;
-          const std::uint64_t blocks = (std::min(expected, max_count) + kItemsPerBlock - 1) / kItemsPerBlock;
-          launch_after_previous(for_each_counted_row_kernel<kRows, Body>, blocks, body, count, scale, hint.device);
+          static const bool pipelined_light =
+              blocks_per_multiprocessor(for_each_pipelined_row_kernel<kPipelinedRows, Body>) >= full;
+          const std::uint64_t items = std::min(expected, max_count);
+          if (pipelined_light && expected >= 2 * kPipelinedRows * waves) {
+            static RowKernelChoice choice;
+            const RowKernelChoice::Launch how = choice.begin(stream, items);
+            if (how.pipelined) {
+              constexpr std::uint64_t kItemsPerBlock = std::uint64_t{kThreadsPerCudaBlock} * kPipelinedRows;
+              launch_after_previous(for_each_pipelined_row_kernel<kPipelinedRows, Body>,
+                                    (items + kItemsPerBlock - 1) / kItemsPerBlock, body, count, scale, hint.device);
+            } else {
+              launch_rows<kRows>(items, body, count, scale, hint);
+            }
+            choice.end(how, stream);
+            return;
+          }
+          launch_rows<kRows>(items, body, count, scale, hint);
           return;
         }
       }
@@ -422,6 +584,15 @@ struct Executor {
     attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute.val.programmaticStreamSerializationAllowed = 1;
     launch_with_threads(attribute, kernel, blocks, threads, body, count, scale, last_total);
+  }
+
+  /// for_each_counted_row_kernel<kRows> over about @p items items.
+  template <int kRows, class Body>
+  void launch_rows(std::uint64_t items, const Body& body, const std::uint64_t* count, std::uint64_t scale,
+                   const LaunchHint& hint) const {
+    constexpr std::uint64_t kItemsPerBlock = std::uint64_t{kThreadsPerCudaBlock} * kRows;
+    launch_after_previous(for_each_counted_row_kernel<kRows, Body>, (items + kItemsPerBlock - 1) / kItemsPerBlock, body,
+                          count, scale, hint.device);
   }
 
   /// Threads per block for a thread-per-item launch over the list of @p hint (spread_block_threads).
