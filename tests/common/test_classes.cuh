@@ -33,9 +33,10 @@ class Small : public soaheap::Object<Small, Item> {
   }
 
   /// Creates a Counter of value @p base + id: a parallel_do over Small that changes another class.
-  template <class HeapView>
+  /// (Created as C: Counter is defined below, so the type waits for the instantiation.)
+  template <class HeapView, class C = Counter>
   SOAHEAP_HD void make_counter(const HeapView& heap, std::uint64_t base) {
-    new (heap) Counter(0, base + static_cast<std::uint64_t>(id));
+    new (heap) C(0, base + static_cast<std::uint64_t>(id));
   }
 };
 

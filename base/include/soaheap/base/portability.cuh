@@ -110,16 +110,6 @@ SOAHEAP_HD inline std::uint64_t atomic_fetch_add(std::uint64_t* address, std::ui
 /// Adds @p value without reading the old value: a reduction that the memory system completes on its
 /// own, so the thread does not wait for it (an atomic whose result is used waits a round trip, longer
 /// when many threads add to the same word). Relaxed, like the other atomics here.
-/// A store that nobody waits for, of a word that later kernels (or, on the host backend, later
-/// launches) read: st.relaxed.gpu on the device, relaxed on the host.
-SOAHEAP_HD inline void store_no_wait(std::uint32_t* address, std::uint32_t value) {
-#if SOAHEAP_DEVICE_CODE
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
-#else
-  __atomic_store_n(address, value, __ATOMIC_RELAXED);
-#endif
-}
-
 SOAHEAP_HD inline void atomic_add_no_return(std::uint64_t* address, std::uint64_t value) {
 #if SOAHEAP_DEVICE_CODE
   asm volatile("red.relaxed.gpu.add.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");

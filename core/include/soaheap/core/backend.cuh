@@ -173,10 +173,8 @@ __global__ void for_each_summed_thread_kernel(Body body, const std::uint64_t*, s
 /// instead of two (list, then fields), which is what keeps a streaming parallel_do at the speed of
 /// a loop over plain arrays (docs/performance.md, "The core loop").
 ///
-/// Pipelining the rows instead (the next row's list entry loaded while the current row runs, so a
-/// thread holds two items and 16 rows fit the register budget) was measured on an H100 and not
-/// kept: axpy over 16.7 M objects 1.17× → 1.12× the plain arrays, but game-of-life 5 % slower, its
-/// latency-bound methods left with a quarter of the threads (docs/performance.md, fifth pass).
+/// Its pipelined sibling (for_each_pipelined_row_kernel) serves the lists of the methods for which
+/// it measured faster (RowKernelChoice).
 template <int kRows, class Body>
 __global__ void for_each_counted_row_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
                                             std::uint64_t* last_total) {
@@ -207,8 +205,10 @@ SOAHEAP_UNROLL
 
 /// for_each_counted_row_kernel with the rows pipelined: each thread loads the list entry of its
 /// next row while the current row runs, so it holds two items whatever kRows is and a list
-/// round trip is paid once per kRows rows (axpy over 16.7 M objects on an H100: 1.17× → 1.12× the
-/// plain arrays with 16 rows, docs/performance.md fifth pass). Which of the two kernels serves a
+/// round trip is paid once per kRows rows (axpy over 16.7 M objects on an H100: 1.17× → 1.13× the
+/// plain arrays with 16 rows, docs/performance.md fifth and fourteenth passes), but a grid has
+/// kRows/4 times fewer threads than the row kernel's, which latency-bound methods need
+/// (game-of-life 5 % slower with every long list pipelined). Which of the two kernels serves a
 /// method is measured (RowKernelChoice).
 template <int kRows, class Body>
 __global__ void for_each_pipelined_row_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
@@ -256,11 +256,13 @@ __global__ void pair_kernel(First first, std::uint64_t first_count, Body body, c
 /// SOAHEAP_ROW_KERNEL=rows|pipelined for reproducible timings.
 enum class RowKernel { measured, rows, pipelined };
 
-/// @brief Parses SOAHEAP_ROW_KERNEL's value (nullptr or empty: measured).
-/// @throw invalid_argument naming the value when it is none of auto, rows, pipelined
+/// @brief Parses SOAHEAP_ROW_KERNEL's value (nullptr, the variable not set: measured).
+/// @throw invalid_argument naming the value when it is none of auto, rows, pipelined (also when
+///        it is empty: set to nothing is a mistake, as for the defragmentation variables)
 inline RowKernel parse_row_kernel(const char* value) {
-  const std::string_view name = value == nullptr ? "" : value;
-  if (name.empty() || name == "auto") return RowKernel::measured;
+  if (value == nullptr) return RowKernel::measured;
+  const std::string_view name = value;
+  if (name == "auto") return RowKernel::measured;
   if (name == "rows") return RowKernel::rows;
   if (name == "pipelined") return RowKernel::pipelined;
   throw invalid_argument("soaheap: SOAHEAP_ROW_KERNEL=\"" + std::string(name) + "\" is not auto, rows or pipelined");
@@ -315,14 +317,17 @@ class RowKernelChoice {
     if (device != device_) return {};  // another GPU's stream cannot record these events
     if (sample < 2 * kSamples) {
       items_[sample] = items == 0 ? 1 : items;
-      if (cudaEventRecord(start_[sample], stream) != cudaSuccess) return {};
+      if (cudaEventRecord(start_[sample], stream) != cudaSuccess) {
+        decide(false);
+        return {};
+      }
       return {sample % 2 == 1, sample};
     }
     if (ended_ < 2 * kSamples) return {};  // a timed launch of another thread is still being made
-    const cudaError_t done = cudaEventQuery(end_[2 * kSamples - 1]);
-    if (done == cudaErrorNotReady) return {};
     double per_item[2] = {0, 0};
-    for (int i = 0; i < 2 * kSamples; ++i) {
+    for (int i = 0; i < 2 * kSamples; ++i) {  // (samples of several heaps may be in several streams)
+      const cudaError_t done = cudaEventQuery(end_[i]);
+      if (done == cudaErrorNotReady) return {};
       float milliseconds = 0;
       if (done != cudaSuccess || cudaEventElapsedTime(&milliseconds, start_[i], end_[i]) != cudaSuccess) {
         decide(false);  // a failed kernel is reported by the next synchronizing call, not here

@@ -108,8 +108,6 @@ class Heap {
     headers_ = detail::Memory(options.backend, header_bytes, managed);
     bitmaps_ = detail::Memory(options.backend, bitmap_bytes, managed);
     runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState), managed);
-    list_marks_ = detail::Memory(options.backend, 2 * kClassCount * detail::kListMarkSetWords * sizeof(std::uint32_t));
-    list_marks_.fill_zero();  // every class changed: the first enumerations build their lists
     error_signal_ = detail::MappedWord(options.backend, 0);
     statistics_counters_ = detail::Memory(
         options.backend, kClassCount * detail::StatisticsKernel<View>::kCounters * sizeof(std::uint64_t));
@@ -132,7 +130,6 @@ class Heap {
     view.bitmap_words = bitmaps_.as<std::uint64_t>();
     view.bitmap_shape = shape_;
     view.state = runtime_.as<detail::HeapRuntimeState>();
-    view.list_marks = list_marks_.as<std::uint32_t>();
     return view;
   }
 
@@ -474,7 +471,6 @@ class Heap {
   /// into a buffer the heap keeps per bitmap; the count is read back, so this synchronizes).
   BlockList enumerate_blocks(int bitmap_index) const {
     ListBuffer& buffer = list_buffer(bitmap_index);
-    buffer.holds_class_list = false;  // its ids are overwritten
     BlockList list;
     list.id_array = buffer.ids.template as<std::uint32_t>();
     list.backend = options_.backend;
@@ -525,16 +521,11 @@ class Heap {
   /// Marks the heap busy for the duration of a bulk operation (refuses to nest).
   class OperationGuard {
    public:
-    /// @p keeps_block_lists: the operation changes the heap only through HeapView's allocation
-    /// and destruction (which keep list marks: parallel_do). Every other one (defragmentation moves
-    /// objects with kernels of its own) makes the next parallel_do enumerate every class again.
-    OperationGuard(const Heap& heap, const char* operation, bool keeps_block_lists = false) : heap_(heap) {
+    OperationGuard(const Heap& heap, const char* operation) : heap_(heap) {
       bool expected = false;
       if (!heap_.busy_.compare_exchange_strong(expected, true))
         throw usage_error(std::string("soaheap: ") + operation +
                           " refused: another parallel operation on this heap is in flight");
-      if (!keeps_block_lists)
-        for (ListBuffer& buffer : heap_.block_lists_) buffer.holds_class_list = false;
     }
     ~OperationGuard() { heap_.busy_.store(false); }
     OperationGuard(const OperationGuard&) = delete;
@@ -582,7 +573,7 @@ class Heap {
   /// The method kernels see the objects as T*: Visited or the base that declares Method.
   template <class T, class Visited, bool kExact, auto Method, class... Arguments>
   void run_parallel_do(const char* operation, const Arguments&... arguments) {
-    const OperationGuard guard(*this, operation, /*keeps_block_lists=*/true);
+    const OperationGuard guard(*this, operation);
     constexpr int kTargets = kExact ? 1 : concrete_subclass_count<Visited>();
     if constexpr (kTargets > 0) {
       using Pack = decltype(detail::make_argument_pack(arguments...));
@@ -771,9 +762,6 @@ class Heap {
     detail::Memory counters;
     detail::LaunchHintWord launch_hint;  ///< threads of the last parallel_do over this list
     int parity = 0;
-    /// Holds the list of the class's last parallel_do enumeration, and no host operation has
-    /// changed the heap since: the next enumeration may keep it (detail::kListMarkWords).
-    bool holds_class_list = false;
   };
   ListBuffer& list_buffer(int bitmap_index) const {
     ListBuffer& buffer = block_lists_[bitmap_index];
@@ -790,25 +778,12 @@ class Heap {
     ListBuffer& buffer = list_buffer(1 + class_index);
     std::uint64_t* counters = buffer.counters.template as<std::uint64_t>();
     if (buffer.snapshots.get() == nullptr) buffer.snapshots = detail::Memory(options_.backend, (block_count_ + 1) * sizeof(std::uint64_t));
-    detail::EnumerationTarget target{class_index,
-                                     View::full_mask(class_index),
-                                     buffer.ids.template as<std::uint32_t>(),
-                                     buffer.snapshots.template as<std::uint64_t>(),
-                                     counters + buffer.parity,
-                                     counters + (1 - buffer.parity)};
-    const View heap_view = view();
-    target.marks = heap_view.list_mark_set(class_index, buffer.parity);
-    target.next_marks = heap_view.list_mark_set(class_index, 1 - buffer.parity);
-    if (!buffer.holds_class_list) {
-      target.reuse = detail::EnumerationTarget::kRebuild;
-    } else if (options_.backend == Backend::host) {
-      // Nothing runs on the host pool between operations: read the marks here, not in every thread.
-      target.reuse = detail::list_marks_unchanged(target.marks) ? detail::EnumerationTarget::kKeep
-                                                                : detail::EnumerationTarget::kRebuild;
-    } else {
-      target.reuse = detail::EnumerationTarget::kKeepIfUnchanged;
-    }
-    buffer.holds_class_list = true;
+    const detail::EnumerationTarget target{class_index,
+                                           View::full_mask(class_index),
+                                           buffer.ids.template as<std::uint32_t>(),
+                                           buffer.snapshots.template as<std::uint64_t>(),
+                                           counters + buffer.parity,
+                                           counters + (1 - buffer.parity)};
     buffer.parity = 1 - buffer.parity;
     return target;
   }
@@ -839,7 +814,6 @@ class Heap {
   detail::Memory headers_;
   detail::Memory bitmaps_;
   detail::Memory runtime_;
-  detail::Memory list_marks_;  ///< HeapView::list_marks
   /// Raised by the first recorded error (HeapRuntimeState::error_signal); empty on the host backend.
   detail::MappedWord error_signal_;
   mutable detail::Memory scratch_;

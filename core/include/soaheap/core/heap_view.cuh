@@ -53,21 +53,6 @@ inline constexpr int kFollowerRounds = 6;
 /// of them leaves blocks half full (docs/performance.md, "Placement of diverged allocations").
 inline constexpr int kPackedContendedRounds = 4;
 
-/// List marks: parallel_do keeps a class's block list (ids, snapshots, count) from one enumeration
-/// to the next while nothing changed the class's blocks, so the enumeration of an unchanged class
-/// only carries its count over (a streaming parallel_do over a class that neither grows nor
-/// shrinks: the enumeration was 6 % of axpy's time on an H200, docs/performance.md). Each class has
-/// two sets of kListMarkWords words; a word is 1 while its set says "unchanged" and 0 once anything
-/// reserved or released a slot of the class or started a block of it. Every such change clears a
-/// word of both sets (which word depends on the warp, so that many changing warps do not write one
-/// address); enumeration number k of a class reads set k mod 2 and sets the other one to all ones
-/// for enumeration k + 1. So a set is all ones only if no change happened since the enumeration
-/// before, and a change made by the method kernel that follows an enumeration is seen by the next.
-/// Words are 32 bytes apart: one sector each.
-inline constexpr int kListMarkWords = 32;
-inline constexpr int kListMarkStride = 8;  ///< in 32-bit words
-inline constexpr int kListMarkSetWords = kListMarkWords * kListMarkStride;
-
 /// Encoded error: kind in bits 0-7, class id in bits 8-15, block id in bits 16-63.
 SOAHEAP_HD inline std::uint64_t encode_error(HeapErrorKind kind, int class_id, std::uint64_t block) {
   return static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(class_id & 0xff) << 8) | (block << 16);
@@ -143,8 +128,6 @@ class HeapView {
   std::uint64_t* bitmap_words = nullptr;
   BitmapShape bitmap_shape{};
   detail::HeapRuntimeState* state = nullptr;
-  /// Two sets of list marks per class (detail::kListMarkWords); nullptr: nothing keeps lists.
-  std::uint32_t* list_marks = nullptr;
 
   // ---- bitmaps ----------------------------------------------------------------------------------------
   SOAHEAP_HD BitmapView bitmap(int index) const {
@@ -165,24 +148,6 @@ class HeapView {
   SOAHEAP_HD static std::uint64_t full_mask(int class_index) { return detail::low_bits(capacity_of_class(class_index)); }
   SOAHEAP_HD int defrag_threshold(int class_index) const {
     return static_cast<int>(detail::atomic_load(reinterpret_cast<const std::uint32_t*>(&state->defrag_threshold[class_index])));
-  }
-
-  // ---- list marks (detail::kListMarkWords) ---------------------------------------------------------------
-  /// Set @p set (0 or 1) of class @p class_index's list marks.
-  SOAHEAP_HD std::uint32_t* list_mark_set(int class_index, int set) const {
-    return list_marks + static_cast<std::uint64_t>(2 * class_index + set) * detail::kListMarkSetWords;
-  }
-  /// Called by whatever reserves or releases slots of @p class_index or starts a block of it: the
-  /// next parallel_do over the class enumerates its blocks again. No thread waits for the stores.
-  SOAHEAP_HD void note_class_change(int class_index) const {
-    if (list_marks == nullptr) return;
-#if SOAHEAP_DEVICE_CODE
-    const unsigned word = (blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32) % detail::kListMarkWords;
-#else
-    const unsigned word = detail::ThreadPool::current_worker() % detail::kListMarkWords;
-#endif
-    detail::store_no_wait(list_mark_set(class_index, 0) + word * detail::kListMarkStride, 0);
-    detail::store_no_wait(list_mark_set(class_index, 1) + word * detail::kListMarkStride, 0);
   }
 
   // ---- block accounting --------------------------------------------------------------------------------
@@ -371,7 +336,6 @@ class HeapView {
     if (header_class >= static_cast<std::uint32_t>(kClassCount))
       return detail::release_untyped_chunks(*this, block, header_class, slots);  // untyped chunks now
     const int block_class = static_cast<int>(header_class);
-    note_class_change(block_class);
     const std::uint64_t before = detail::atomic_fetch_and(&headers[block].allocation, ~slots);
     const std::uint64_t after = before & ~slots;
     if (before == detail::kInvalidatedBitmap && full_mask(block_class) != detail::kInvalidatedBitmap) {
@@ -440,7 +404,6 @@ class HeapView {
   /// Starts block @p block (just taken from the free bitmap) as a block of @p class_index with @p slots reserved.
   SOAHEAP_HD void initialize_block(std::uint64_t block, int class_index, std::uint64_t slots) const {
     BlockHeader& header = headers[block];
-    note_class_change(class_index);
     detail::atomic_store(&header.class_id, static_cast<std::uint32_t>(class_index));
     detail::atomic_store(&header.iteration, 0);
     // Threads that still hold this block from an earlier life must see the new class before they
@@ -488,7 +451,6 @@ class HeapView {
       const std::uint64_t before = detail::atomic_fetch_or_acquire(&header.allocation, chosen);
       const std::uint64_t reserved = chosen & ~before;
       if (reserved == 0) continue;  // others were faster; they made progress
-      note_class_change(class_index);
       if (detail::atomic_load(&header.class_id) != static_cast<std::uint32_t>(class_index)) {
         // The block was retired and restarted for another class since we found it (DynaSOAr's
         // rollback case); nothing was constructed yet, so giving the slots back is enough.

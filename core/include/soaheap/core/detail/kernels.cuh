@@ -139,42 +139,7 @@ struct EnumerationTarget {
   std::uint64_t* snapshots;     ///< receives each listed block's iteration snapshot (snapshots[i] for ids[i])
   std::uint64_t* count;         ///< receives their number; zero before the kernel
   std::uint64_t* next_count;    ///< the list's other counter, zeroed here for its next use
-  /// The list marks this enumeration reads (HeapView::list_mark_set) and the set it readies for
-  /// the next one (kListMarkWords).
-  const std::uint32_t* marks = nullptr;
-  std::uint32_t* next_marks = nullptr;
-  /// Whether the list of the previous enumeration, in the same buffer, may stand: never (the
-  /// buffer holds no parallel_do list of the class, or a host operation changed the heap), when
-  /// the marks say the class is unchanged (cuda: read by the kernel), or surely (the host backend
-  /// reads the marks itself before the launch).
-  enum Reuse : int { kRebuild = 0, kKeepIfUnchanged = 1, kKeep = 2 } reuse = kRebuild;
 };
-
-/// Whether every word of a set of list marks says "unchanged" (kListMarkWords).
-SOAHEAP_HD inline bool list_marks_unchanged(const std::uint32_t* marks) {
-#if SOAHEAP_DEVICE_CODE
-  if (whole_warp_converged()) return __all_sync(kFullWarp, atomic_load(marks + lane_id() * kListMarkStride) != 0);
-#endif
-  for (int word = 0; word < kListMarkWords; ++word)
-    if (atomic_load(marks + word * kListMarkStride) == 0) return false;
-  return true;
-}
-
-/// Called by every thread of an enumeration of @p target before its work (@p local: the thread's
-/// index among the target's threads; the same answer for all of them): true when the list of the
-/// previous enumeration stands, whose count thread 0 then carries over. Thread 0 also zeroes the
-/// counter the next enumeration will fill and marks the class unchanged for it.
-SOAHEAP_HD inline bool keep_previous_list(const EnumerationTarget& target, std::uint64_t local) {
-  const bool keep = target.reuse == EnumerationTarget::kKeep ||
-                    (target.reuse == EnumerationTarget::kKeepIfUnchanged && list_marks_unchanged(target.marks));
-  if (local == 0) {
-    if (keep) *target.count = *target.next_count;
-    *target.next_count = 0;
-    if (target.next_marks != nullptr)
-      for (int word = 0; word < kListMarkWords; ++word) store_no_wait(target.next_marks + word * kListMarkStride, 1);
-  }
-  return keep;
-}
 
 /// Which interval of an EnumerationClock one enumeration launch widens (HeapOptions::time_enumeration
 /// on cuda); without a clock it times nothing. The stamps replace two CUDA events per parallel_do:
@@ -275,7 +240,7 @@ struct EnumerateKernel {
       ++t;
     }
     const EnumerationTarget& target = targets[t];
-    if (keep_previous_list(target, local)) return;
+    if (local == 0) *target.next_count = 0;
     const BitmapView allocated = view.allocated_blocks(target.class_index);
     const BitmapView active = view.active_blocks(target.class_index);
     const std::uint64_t first = local / 32 * kBlocksPerWarp + local % 32;
@@ -357,7 +322,7 @@ struct SparseEnumerateKernel {
 
  private:
   SOAHEAP_HD void list_blocks(std::uint64_t index) const {
-    if (keep_previous_list(target, index)) return;
+    if (index == 0) *target.next_count = 0;
     const BitmapView allocated = view.allocated_blocks(target.class_index);
     const BitmapView active = view.active_blocks(target.class_index);
     std::uint64_t summary = 0;  // bit j: level-0 word 64·index + j has set bits
