@@ -428,8 +428,9 @@ struct Executor {
   /// waves of resident threads by the hint) serves kRows items per thread
   /// (for_each_counted_row_kernel) when that kernel keeps full occupancy (a light method: a
   /// streaming loop); a list that fills the GPU 2·kPipelinedRows times over gets the pipelined row
-  /// kernel instead where that was measured faster for the method (RowKernelChoice). Methods that need more registers, and lists that would not fill the GPU
-  /// kRows times over, keep one thread per item: the rows of a thread run one after the other, which
+  /// kernel instead where that was measured faster for the method (RowKernelChoice). Methods that
+  /// need more registers, and lists that would not fill the GPU kRows times over, keep one thread
+  /// per item: the rows of a thread run one after the other, which
   /// costs methods of varying cost their dynamic scheduling and few-object lists their parallelism
   /// (collision's O(n²) methods over 65 k bodies: 7× slower with 4 rows on an H100).
   template <int kRows = 1, class Body>
