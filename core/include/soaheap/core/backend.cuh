@@ -135,6 +135,16 @@ __global__ void for_each_thread_kernel(Body body, std::uint64_t count) {
   }
 }
 
+/// Start of a counted launch: waits for the kernel before it (programmatic stream serialization),
+/// reads its item count *count · scale, and has thread 0 leave it in @p last_total (host memory
+/// mapped into the device, or nullptr) for the host to size the next launch over the same list.
+__device__ inline std::uint64_t counted_total(const std::uint64_t* count, std::uint64_t scale, std::uint64_t* last_total) {
+  wait_for_previous_kernel();
+  const std::uint64_t total = *count * scale;
+  if (last_total != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
+  return total;
+}
+
 /// The thread count lives in device memory (written by an earlier kernel of the same stream), so
 /// the host launches without waiting for it and the grid strides over whatever it finds. When
 /// @p last_total is given (host memory mapped into the device), thread 0 leaves the count there so
@@ -142,9 +152,7 @@ __global__ void for_each_thread_kernel(Body body, std::uint64_t count) {
 template <class Body>
 __global__ void for_each_counted_thread_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
                                                std::uint64_t* last_total) {
-  wait_for_previous_kernel();
-  const std::uint64_t total = *count * scale;
-  if (last_total != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
+  const std::uint64_t total = counted_total(count, scale, last_total);
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; tid < total;
        tid += stride) {
@@ -178,9 +186,7 @@ __global__ void for_each_summed_thread_kernel(Body body, const std::uint64_t*, s
 template <int kRows, class Body>
 __global__ void for_each_counted_row_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
                                             std::uint64_t* last_total) {
-  wait_for_previous_kernel();
-  const std::uint64_t total = *count * scale;
-  if (last_total != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
+  const std::uint64_t total = counted_total(count, scale, last_total);
   const std::uint64_t chunk_items = static_cast<std::uint64_t>(kRows) * blockDim.x;
   for (std::uint64_t first = blockIdx.x * chunk_items + threadIdx.x; first < total;
        first += static_cast<std::uint64_t>(gridDim.x) * chunk_items) {
@@ -213,9 +219,7 @@ SOAHEAP_UNROLL
 template <int kRows, class Body>
 __global__ void for_each_pipelined_row_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
                                               std::uint64_t* last_total) {
-  wait_for_previous_kernel();
-  const std::uint64_t total = *count * scale;
-  if (last_total != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
+  const std::uint64_t total = counted_total(count, scale, last_total);
   const std::uint64_t chunk_items = static_cast<std::uint64_t>(kRows) * blockDim.x;
   for (std::uint64_t first = blockIdx.x * chunk_items + threadIdx.x; first < total;
        first += static_cast<std::uint64_t>(gridDim.x) * chunk_items) {
