@@ -96,6 +96,19 @@ class Counter : public soaheap::Object<Counter> {
     value -= visits;
   }
 
+  /// Values of the Counters that visit_and_spawn creates: the call that created them times this,
+  /// plus their creator's value.
+  static constexpr std::uint64_t kGenerationStep = 1000000000;
+  /// Visits and, when its value (below kGenerationStep: created by parallel_new) is a multiple of
+  /// @p divisor, creates a Counter of value @p generation · kGenerationStep + its own, which the
+  /// running parallel_do must not visit.
+  template <class HeapView>
+  SOAHEAP_HD void visit_and_spawn(const HeapView& heap, std::uint64_t divisor, std::uint64_t generation) {
+    visits += 1;
+    const std::uint64_t own_value = value;
+    if (own_value < kGenerationStep && own_value % divisor == 0) new (heap) Counter(0, generation * kGenerationStep + own_value);
+  }
+
   /// Visits, creates a new Counter (which the running parallel_do must not visit) and destroys
   /// itself when its value is a multiple of 3.
   template <class HeapView>
