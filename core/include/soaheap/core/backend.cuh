@@ -90,8 +90,8 @@ inline unsigned host_thread_count(unsigned requested) {
 }
 
 inline constexpr unsigned kThreadsPerCudaBlock = 256;
-/// Rows of for_each_pipelined_row_kernel: a list gets it only when it fills the GPU 2·16 times
-/// over (8.6 M items on an H100), and only where measured faster (RowKernelChoice).
+/// for_each_pipelined_row_kernel serves a list only when it fills the GPU 2·16 times over (8.6 M
+/// items on an H100: at least 32 rows per thread), and only where measured faster (RowKernelChoice).
 inline constexpr int kPipelinedRows = 16;
 
 /// Threads per block for a launch of one thread per item over @p items items on a GPU of
@@ -210,46 +210,60 @@ SOAHEAP_UNROLL
 }
 
 /// The loop of for_each_pipelined_row_kernel with indices of type @p Index (the item count @p count
-/// and every index the loop forms must fit).
-template <int kRows, class Index, class Body>
+/// and every index the loop forms must fit): thread block b serves rows b, b + G, b + 2G, ... of
+/// blockDim.x items each (G = gridDim.x). While a row runs, the thread loads the list entry of the
+/// row after next and asks L2 for the fields of its next row (Body::warm), whose entry arrived
+/// during the previous row: the next row's field loads then hit L2 instead of waiting for memory.
+template <class Index, class Body>
 __device__ void pipelined_rows(const Body& body, std::uint64_t count) {
   const Index total = static_cast<Index>(count);
-  const Index chunk_items = static_cast<Index>(kRows) * static_cast<Index>(blockDim.x);
-  for (Index first = static_cast<Index>(blockIdx.x) * chunk_items + static_cast<Index>(threadIdx.x); first < total;
-       first += static_cast<Index>(gridDim.x) * chunk_items) {
-    typename Body::Item item = body.prefetch(static_cast<std::uint64_t>(first));
-SOAHEAP_NO_UNROLL
-    for (int row = 0; row < kRows; ++row) {
-      const Index tid = first + static_cast<Index>(row) * static_cast<Index>(blockDim.x);
-      if (tid >= total) break;  // the rows after it are further out
-      const Index next = tid + static_cast<Index>(blockDim.x);
-      typename Body::Item following = item;
-      if (row + 1 < kRows && next < total) following = body.prefetch(static_cast<std::uint64_t>(next));
-      body.run(static_cast<std::uint64_t>(tid), item);
-      item = following;
-    }
+  const Index stride = static_cast<Index>(gridDim.x) * static_cast<Index>(blockDim.x);
+  Index tid = static_cast<Index>(blockIdx.x) * static_cast<Index>(blockDim.x) + static_cast<Index>(threadIdx.x);
+  if (tid >= total) return;
+  typename Body::Item item = body.prefetch(static_cast<std::uint64_t>(tid));
+  typename Body::Item following = item;
+  if (tid + stride < total) following = body.prefetch(static_cast<std::uint64_t>(tid + stride));
+  for (;;) {
+    const Index next = tid + stride;
+    const Index after = next + stride;
+    typename Body::Item later = following;
+    if (after < total) later = body.prefetch(static_cast<std::uint64_t>(after));
+    if (next < total) body.warm(static_cast<std::uint64_t>(next), following);
+    body.run(static_cast<std::uint64_t>(tid), item);
+    if (next >= total) return;
+    tid = next;
+    item = following;
+    following = later;
   }
 }
 
-/// for_each_counted_row_kernel with the rows pipelined: each thread loads the list entry of its
-/// next row while the current row runs, so it holds two items whatever kRows is and a list
-/// round trip is paid once per kRows rows (axpy over 16.7 M objects on an H100: 1.17× → 1.13× the
-/// plain arrays with 16 rows, docs/performance.md fifth and fourteenth passes), but a grid has
-/// kRows/4 times fewer threads than the row kernel's, which latency-bound methods need
-/// (game-of-life 5 % slower with every long list pipelined). Which of the two kernels serves a
-/// method is measured (RowKernelChoice).
-template <int kRows, class Body>
+/// for_each_counted_row_kernel with the rows pipelined: each thread loads the list entries of the
+/// rows ahead of the current one and has L2 fetch its next row's fields (pipelined_rows), so it
+/// waits for the list once per launch and a row's field loads wait for L2, not for memory (axpy
+/// over 16.7 M objects on an H100: 1.126 → 1.072–1.076× the plain arrays; docs/performance.md,
+/// sixteenth pass). Warming reads every field of the next object, also those its method does not
+/// read: the measured choice (RowKernelChoice) keeps the row kernel for methods where that costs
+/// more than it saves. The grid is the kernel's resident thread blocks
+/// (Executor::launch_counted) and its rows are dealt to them in turn, so every thread block
+/// serves the same number of rows, give or take one, and the grid ends together: with runs of
+/// 16 consecutive rows per thread block, a grid of 4,096 thread blocks over 16.7 M objects
+/// filled the GPU 3.9 times and the last, partial round left SMs idle (axpy over 13.4–20.1 M
+/// objects on an H100: 1.12–1.20× the plain arrays, by the fraction of the last round;
+/// docs/performance.md, sixteenth pass). Which of this kernel and the row kernel serves a method
+/// is measured (RowKernelChoice): latency-bound methods want the row kernel's many more threads
+/// (game-of-life 5 % slower with every long list pipelined).
+template <class Body>
 __global__ void for_each_pipelined_row_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
                                               std::uint64_t* last_total) {
   const std::uint64_t total = counted_total(count, scale, last_total);
   // 32-bit indices where no index the loop forms can reach 2^32: a 64-bit index costs two
   // instructions per compare and add (axpy over 16.7 M objects on an H100: 1.132 -> 1.126 times the
   // plain arrays, docs/performance.md, fifteenth pass).
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * kRows * blockDim.x;
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   if (total + 2 * stride < (std::uint64_t{1} << 32)) {
-    pipelined_rows<kRows, std::uint32_t>(body, total);
+    pipelined_rows<std::uint32_t>(body, total);
   } else {
-    pipelined_rows<kRows, std::uint64_t>(body, total);
+    pipelined_rows<std::uint64_t>(body, total);
   }
 }
 
@@ -290,11 +304,12 @@ inline RowKernel parse_row_kernel(const char* value) {
 
 #if SOAHEAP_HAS_CUDA
 /// Which kernel serves one method's long lists (Executor::launch_counted): the row kernel (rows
-/// whose list entries are all loaded first) or the pipelined one (more rows, the next entry loaded
-/// while a row runs). Neither wins everywhere on an H100 (docs/performance.md, fifth and fourteenth
-/// passes): a streaming method such as axpy runs fastest pipelined, where it waits for the list
-/// once per 16 rows instead of once per 4; game-of-life's latency-bound neighbour walks were 5 %
-/// slower so, with a quarter of the threads. So each method (each kernel body type: one static
+/// whose list entries are all loaded first) or the pipelined one (a resident grid, list entries
+/// loaded and the next object's fields warmed in L2 while a row runs). Neither wins everywhere on
+/// an H100 (docs/performance.md, fifth, fourteenth and sixteenth passes): a streaming method such
+/// as axpy runs fastest pipelined; game-of-life's latency-bound neighbour walks were 5 % slower
+/// so, with fewer threads, and a method that reads few of its class's fields pays for warming them
+/// all. So each method (each kernel body type: one static
 /// object per instantiation) measures both on its first long-list launches: each kernel once
 /// untimed (first launches load code), then kSamples of each, alternating, between CUDA events
 /// that nobody waits for. A later launch that finds the last event complete compares the times per
@@ -474,15 +489,17 @@ struct Executor {
         const std::uint64_t waves = resident_blocks * kThreadsPerCudaBlock;
         if (light && hint.host != nullptr && expected >= 2 * kRows * waves) {
           static const bool pipelined_light =
-              blocks_per_multiprocessor(for_each_pipelined_row_kernel<kPipelinedRows, Body>) >= full;
+              blocks_per_multiprocessor(for_each_pipelined_row_kernel<Body>) >= full;
           const std::uint64_t items = std::min(expected, max_count);
           if (pipelined_light && expected >= 2 * kPipelinedRows * waves) {
             static RowKernelChoice choice;
             const RowKernelChoice::Launch how = choice.begin(stream, items);
             if (how.pipelined) {
-              constexpr std::uint64_t kItemsPerBlock = std::uint64_t{kThreadsPerCudaBlock} * kPipelinedRows;
-              launch_after_previous(for_each_pipelined_row_kernel<kPipelinedRows, Body>,
-                                    (items + kItemsPerBlock - 1) / kItemsPerBlock, body, count, scale, hint.device);
+              static const std::uint64_t pipelined_resident =
+                  blocks_per_multiprocessor(for_each_pipelined_row_kernel<Body>) * multiprocessor_count();
+              const std::uint64_t rows = (items + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
+              launch_after_previous(for_each_pipelined_row_kernel<Body>,
+                                    std::min(rows, pipelined_resident), body, count, scale, hint.device);
             } else {
               launch_rows<kRows>(items, body, count, scale, hint);
             }

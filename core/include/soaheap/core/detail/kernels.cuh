@@ -392,6 +392,38 @@ struct ParallelDoKernel {
     arguments.apply([&](const auto&... values) { (object->*Method)(values...); });
   }
   SOAHEAP_HD void operator()(std::uint64_t tid) const { run(tid, prefetch(tid)); }
+  /// Asks L2 for the lines that item @p tid's method may read: the value of each field of C in its
+  /// slot (one `prefetch.global.L2` per field; nothing waits for them). for_each_pipelined_row_kernel
+  /// warms a thread's next object this way while the current one's method runs.
+  SOAHEAP_HD void warm(std::uint64_t tid, const Item& item) const {
+#if SOAHEAP_DEVICE_CODE
+    const int slot = static_cast<int>(tid % kCapacity);
+    if (((item.snapshot >> slot) & 1u) == 0) return;
+    const std::uint64_t data = view.data_address(item.block);
+    warm_fields(data, slot, std::make_integer_sequence<int, all_field_types_t<C>::size>{});
+#else
+    (void)tid;
+    (void)item;
+#endif
+  }
+  SOAHEAP_HD static void warm_line(std::uint64_t address) {
+#if SOAHEAP_DEVICE_CODE
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
+#else
+    (void)address;
+#endif
+  }
+  template <int... Fields>
+  SOAHEAP_HD static void warm_fields(std::uint64_t data, int slot, std::integer_sequence<int, Fields...>) {
+#if SOAHEAP_DEVICE_CODE
+    (warm_line(data + soa_array_offset<all_field_types_t<C>, Fields>(kCapacity) +
+               static_cast<std::uint64_t>(slot) * sizeof(type_at_t<all_field_types_t<C>, Fields>)),
+     ...);
+#else
+    (void)data;
+    (void)slot;
+#endif
+  }
 };
 
 /// parallel_do over several concrete classes as ONE method launch (Executor::launch_summed): the
