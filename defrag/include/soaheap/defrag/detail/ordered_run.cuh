@@ -14,11 +14,12 @@
 /// Steps, all on the heap's stream, with two host reads (the survey's counts, to size the sort, and
 /// the final counts):
 ///  1. survey, one thread per heap block: per block the class's live objects and whether it is
-///     free (a PlanFlow pair, scanned: item offsets in address order, ranks of free blocks); the
+///     free (an OrderFlow word, scanned: item offsets in address order, ranks of free blocks); the
 ///     class's blocks are listed and marked "old" in a bit array.
 ///  2. keys, one thread per slot of the listed blocks: item i (the i-th object in address order)
 ///     gets its key and its source position block·64 + slot.
-///  3. sort: CUB's radix sort of (key, source) pairs over the key's significant bits (stable).
+///  3. sort: CUB's radix sort of (key, source) pairs over the key's significant bits (stable), in
+///     32-bit words when keys and source positions fit in them (half the sort's memory traffic).
 ///  4. claim, one thread per heap block: the free blocks of rank < D become the class's new blocks,
 ///     full except the last.
 ///  5. copy, one thread per object rank r: the r-th object in key order goes to slot r % N of new
@@ -49,6 +50,7 @@
 
 #if SOAHEAP_HAS_CUDA
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
 #endif
 
 namespace soaheap::detail {
@@ -62,20 +64,33 @@ struct OrderCounts {
   std::uint64_t candidates_after;   ///< defrag[C] blocks after (among the new blocks)
 };
 
+/// A block's flow in the ordered run, one 64-bit word so that its prefix sums are one scan of plain
+/// sums (half the bytes of a PlanFlow pair): the block's objects of the class in the low 32 bits, 1
+/// in the high 32 bits when the block is free. Prefix sums then hold the objects before a block and
+/// the free blocks before it; the objects' sum stays below 2^32 because a class with more objects
+/// is refused before any offset is read.
+struct OrderFlow {
+  static constexpr std::uint64_t kFree = std::uint64_t{1} << 32;
+  SOAHEAP_HD static std::uint64_t objects(std::uint64_t word) { return word & 0xffffffffu; }
+  SOAHEAP_HD static std::uint64_t free_blocks(std::uint64_t word) { return word >> 32; }
+};
+
 /// Persistent per-heap scratch of ordered compaction (a Heap attachment) beyond what it shares with
 /// the plan (PlanScratch: flows, offsets, block lists, the old-block bits, phase timers): per object
 /// two key and two source words (the sort's double buffers) and the forwarding record (used by
 /// classes without an in-place forwarding field). Grown when a
 /// class has more objects than any ordered before; steady state allocates nothing.
 struct OrderScratch {
-  Memory keys[2];      ///< u64[capacity]
-  Memory sources[2];   ///< u64[capacity]: block * 64 + slot
+  Memory keys[2];      ///< u64[capacity], or u32 in the first half (OrderPlan::narrow)
+  Memory sources[2];   ///< u64[capacity], or u32 likewise: block * 64 + slot
   Memory rank_of;      ///< u32[capacity]: item (address order) -> rank (key order)
   Memory new_blocks;   ///< u32[M]
   Memory counts;       ///< OrderCounts
-  Memory sort_temp;    ///< CUB temporary storage
+  Memory sort_temp;    ///< CUB temporary storage of the sort
+  Memory scan_temp;    ///< CUB temporary storage of the flows' scan
   OperationTimer order_timer;  ///< keys and sort
   std::uint64_t capacity = 0;
+  std::uint64_t scanned_blocks = 0;  ///< blocks scan_temp is sized for
 
   OrderScratch() { order_timer.enabled = true; }
 
@@ -84,12 +99,48 @@ struct OrderScratch {
       new_blocks = Memory(backend, blocks * sizeof(std::uint32_t));
       counts = Memory(backend, sizeof(OrderCounts));
     }
+    if (scanned_blocks != blocks) {
+#if SOAHEAP_HAS_CUDA
+      if (backend == Backend::cuda) scan_temp = Memory(Backend::cuda, scan_temp_bytes(blocks, nullptr));
+#endif
+      scanned_blocks = blocks;
+    }
     if (objects <= capacity) return;
     for (Memory& buffer : keys) buffer = Memory(backend, objects * sizeof(std::uint64_t));
     for (Memory& buffer : sources) buffer = Memory(backend, objects * sizeof(std::uint64_t));
     rank_of = Memory(backend, objects * sizeof(std::uint32_t));
     capacity = objects;
   }
+
+  /// offsets = exclusive prefix sums of the OrderFlow words @p flows of @p blocks blocks
+  /// (stream-ordered on cuda).
+  void scan_flows(const Executor& executor, const std::uint64_t* flows, std::uint64_t* offsets, std::uint64_t blocks) {
+    if (executor.backend == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+      std::size_t bytes = scan_temp_bytes(blocks, executor.stream);
+      if (scan_temp.bytes() < bytes) scan_temp = Memory(Backend::cuda, bytes);  // sized in ensure(); a guard
+      SOAHEAP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp.get(), bytes, flows, offsets,
+                                                       static_cast<std::int64_t>(blocks), executor.stream));
+#endif
+      return;
+    }
+    std::uint64_t sum = 0;
+    for (std::uint64_t block = 0; block < blocks; ++block) {
+      offsets[block] = sum;
+      sum += flows[block];
+    }
+  }
+
+#if SOAHEAP_HAS_CUDA
+ private:
+  static std::size_t scan_temp_bytes(std::uint64_t blocks, cudaStream_t stream) {
+    std::size_t bytes = 0;
+    SOAHEAP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const std::uint64_t*>(nullptr),
+                                                     static_cast<std::uint64_t*>(nullptr),
+                                                     static_cast<std::int64_t>(blocks), stream));
+    return bytes;
+  }
+#endif
 };
 
 /// Trivially copyable description of one ordered run of concrete class C, passed to its kernels.
@@ -97,14 +148,15 @@ template <class View>
 struct OrderPlan {
   View view;
   OrderCounts* counts;
-  PlanFlow* flows;              ///< [M] give: objects of the class in the block; receive: 1 if free
-  PlanFlow* offsets;            ///< [M] exclusive prefix sums of flows
+  std::uint64_t* flows;         ///< [M] OrderFlow words: objects of the class in the block, free or not
+  std::uint64_t* offsets;       ///< [M] exclusive prefix sums of flows
   std::uint32_t* old_blocks;    ///< [listed] the class's blocks before the run, in no particular order
   std::uint64_t* old_bits;      ///< [ceil(M/64)] a bit per old block
   std::uint32_t* new_blocks;    ///< [D] the blocks the objects go to, in address order
-  std::uint64_t* keys;          ///< [live] keys by item (address order), before the sort
-  std::uint64_t* sources;       ///< [live] source positions by item, before the sort
-  const std::uint64_t* sorted_sources;  ///< [live] source positions by rank, after the sort
+  void* keys;                   ///< [live] keys by item (address order), before the sort
+  void* sources;                ///< [live] source positions by item, before the sort
+  const void* sorted_sources;   ///< [live] source positions by rank, after the sort
+  bool narrow = false;          ///< the three arrays above hold u32 words, else u64 (see sort_words_fit)
   std::uint32_t* rank_of;       ///< [live] rank of each item
   std::uint64_t live = 0;       ///< L
   std::uint64_t new_block_count = 0;  ///< D = ceil(L/N)
@@ -116,7 +168,7 @@ struct OrderPlan {
   /// until the state step).
   SOAHEAP_HD std::uint64_t item_of(std::uint64_t block, int slot) const {
     const std::uint64_t allocation = view.headers[block].allocation & full_mask();
-    return offsets[block].give + static_cast<std::uint64_t>(popcount(allocation & low_bits(slot)));
+    return OrderFlow::objects(offsets[block]) + static_cast<std::uint64_t>(popcount(allocation & low_bits(slot)));
   }
   /// The new pointer bits of the object of rank @p rank.
   SOAHEAP_HD std::uint64_t new_pointer_bits(std::uint64_t rank) const {
@@ -126,7 +178,29 @@ struct OrderPlan {
   SOAHEAP_HD bool is_old(std::uint64_t block) const {
     return read_only_bit(old_bits, block);
   }
+  /// Records item @p item's key and source position for the sort.
+  SOAHEAP_HD void store_item(std::uint64_t item, std::uint64_t key, std::uint64_t source) const {
+    if (narrow) {
+      static_cast<std::uint32_t*>(keys)[item] = static_cast<std::uint32_t>(key);
+      static_cast<std::uint32_t*>(sources)[item] = static_cast<std::uint32_t>(source);
+    } else {
+      static_cast<std::uint64_t*>(keys)[item] = key;
+      static_cast<std::uint64_t*>(sources)[item] = source;
+    }
+  }
+  /// Source position of the object of rank @p rank (after the sort).
+  SOAHEAP_HD std::uint64_t sorted_source(std::uint64_t rank) const {
+    return narrow ? static_cast<const std::uint32_t*>(sorted_sources)[rank]
+                  : static_cast<const std::uint64_t*>(sorted_sources)[rank];
+  }
 };
+
+/// Whether the sort can run on 32-bit words: keys of at most 32 significant bits, and every source
+/// position (block * 64 + slot) below 2^32, i.e. fewer than 2^26 blocks. Each radix pass then moves
+/// 8 bytes per object instead of 16.
+inline bool sort_words_fit(int key_bits, std::uint64_t blocks) {
+  return key_bits <= 32 && blocks <= (std::uint64_t{1} << 26);
+}
 
 /// Step 1, one thread per heap block.
 template <class View>
@@ -139,7 +213,7 @@ struct OrderSurveyKernel {
     const bool free = view.free_blocks().get(block);
     const std::uint64_t allocation = listed ? atomic_load(&view.headers[block].allocation) & plan.full_mask() : 0;
     const auto objects = static_cast<std::uint64_t>(popcount(allocation));
-    plan.flows[block] = PlanFlow{objects, free ? std::uint64_t{1} : 0};
+    plan.flows[block] = objects | (free ? OrderFlow::kFree : 0);
     // Every lane adds (0 when its block does not count) so that whole warps add with one atomic.
     const std::uint64_t position = aggregated_fetch_add(&counts.listed, listed ? 1 : 0);
     aggregated_add(&counts.live, objects);
@@ -159,37 +233,42 @@ struct OrderKeysKernel {
   OrderPlan<View> plan;
   Order order;
   SOAHEAP_HD void operator()(std::uint64_t tid) const {
-    const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
-    const std::uint64_t block = plan.old_blocks[tid / capacity];
-    const int slot = static_cast<int>(tid % capacity);
+    constexpr std::uint64_t kCapacity = View::Layout::template capacity<C>;  // a constant divisor
+    const std::uint64_t block = plan.old_blocks[tid / kCapacity];
+    const int slot = static_cast<int>(tid % kCapacity);
     const std::uint64_t allocation = plan.view.headers[block].allocation & plan.full_mask();
     if (((allocation >> slot) & 1u) == 0) return;
-    const std::uint64_t item = plan.offsets[block].give + static_cast<std::uint64_t>(popcount(allocation & low_bits(slot)));
-    plan.keys[item] = order.key(plan.view, plan.view.template make_pointer<C>(block, slot));
-    plan.sources[item] = block * kSlotsPerBlock + static_cast<std::uint64_t>(slot);
+    const std::uint64_t item =
+        OrderFlow::objects(plan.offsets[block]) + static_cast<std::uint64_t>(popcount(allocation & low_bits(slot)));
+    plan.store_item(item, order.key(plan.view, plan.view.template make_pointer<C>(block, slot)),
+                    block * kSlotsPerBlock + static_cast<std::uint64_t>(slot));
   }
 };
 
 /// Step 4, one thread per heap block: the D lowest free blocks become blocks of the class, with
-/// their final allocation bitmaps (nothing else runs on the heap during the run).
+/// their final allocation bitmaps (nothing else runs on the heap during the run). The claimed
+/// blocks are runs of neighbours: their bitmap words and the heap's block counter are updated once
+/// per warp, so every lane takes part. (A thread per new block finding its block by binary search
+/// in the offsets was slower: 22 dependent loads against one streamed word per heap block.)
 template <class View>
 struct OrderClaimKernel {
   OrderPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t block) const {
-    if (plan.flows[block].receive == 0) return;
-    const std::uint64_t index = plan.offsets[block].receive;
-    if (index >= plan.new_block_count) return;
+    const std::uint64_t index = OrderFlow::free_blocks(plan.offsets[block]);
+    const bool claimed = (plan.flows[block] & OrderFlow::kFree) != 0 && index < plan.new_block_count;
     const View& view = plan.view;
-    const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
-    const std::uint64_t fill = index + 1 < plan.new_block_count ? capacity : plan.live - index * capacity;
-    view.free_blocks().clear(block);
-    BlockHeader& header = view.headers[block];
-    atomic_store(&header.class_id, static_cast<std::uint32_t>(plan.class_index));
-    atomic_store(&header.iteration, 0);
-    atomic_store(&header.allocation, low_bits(static_cast<int>(fill)));
-    view.allocated_blocks(plan.class_index).set(block);
-    view.count_block_taken();
-    plan.new_blocks[index] = static_cast<std::uint32_t>(block);
+    update_block_bit_in_warp(view.free_blocks(), block, claimed, false);
+    if (claimed) {
+      const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
+      const std::uint64_t fill = index + 1 < plan.new_block_count ? capacity : plan.live - index * capacity;
+      BlockHeader& header = view.headers[block];
+      atomic_store(&header.class_id, static_cast<std::uint32_t>(plan.class_index));
+      atomic_store(&header.iteration, 0);
+      atomic_store(&header.allocation, low_bits(static_cast<int>(fill)));
+      plan.new_blocks[index] = static_cast<std::uint32_t>(block);
+    }
+    update_block_bit_in_warp(view.allocated_blocks(plan.class_index), block, claimed, true);
+    count_blocks_in_warp(view, claimed, true);
   }
 };
 
@@ -198,12 +277,12 @@ template <class View, class C, int Field>
 struct OrderCopyKernel {
   OrderPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t rank) const {
-    const std::uint64_t source = plan.sorted_sources[rank];
+    const std::uint64_t source = plan.sorted_source(rank);
     const std::uint64_t from_block = source / kSlotsPerBlock;
     const int from_slot = static_cast<int>(source % kSlotsPerBlock);
-    const std::uint64_t capacity = static_cast<std::uint64_t>(plan.capacity);
-    const std::uint64_t to_block = plan.new_blocks[rank / capacity];
-    const int to_slot = static_cast<int>(rank % capacity);
+    constexpr std::uint64_t kCapacity = View::Layout::template capacity<C>;  // a constant divisor
+    const std::uint64_t to_block = plan.new_blocks[rank / kCapacity];
+    const int to_slot = static_cast<int>(rank % kCapacity);
     ObjectCopy<View, C>::copy(plan.view.data_address(from_block), from_slot, plan.view.data_address(to_block), to_slot);
     if constexpr (Field >= 0) {
       *in_place_forwarding_pointer<View, C, Field>(plan.view, from_block, from_slot) =
@@ -232,12 +311,13 @@ struct OrderRelocation {
   }
 };
 
-/// Step 7a, one thread per old block.
+/// Step 7a, one thread per old block (neighbouring entries of the list are mostly neighbouring
+/// blocks: their bitmap words are updated once per warp).
 template <class View>
 struct OrderReleaseKernel {
   OrderPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t index) const {
-    release_emptied_block(plan.view, plan.old_blocks[index], plan.class_index);
+    release_emptied_blocks_in_warp(plan.view, plan.old_blocks[index], true, plan.class_index);
   }
 };
 
@@ -253,35 +333,44 @@ struct OrderRefreshKernel {
   }
 };
 
-/// Grows the sort's temporary storage to what @p count pairs need.
-inline void reserve_sort_temp(OrderScratch& scratch, const Executor& executor, std::uint64_t count) {
-  if (executor.backend != Backend::cuda) return;
-#if SOAHEAP_HAS_CUDA
-  cub::DoubleBuffer<std::uint64_t> keys(scratch.keys[0].as<std::uint64_t>(), scratch.keys[1].as<std::uint64_t>());
-  cub::DoubleBuffer<std::uint64_t> sources(scratch.sources[0].as<std::uint64_t>(), scratch.sources[1].as<std::uint64_t>());
+/// Bytes of CUB temporary storage that sorting @p count pairs of Word by @p key_bits bits needs.
+template <class Word>
+std::size_t sort_temp_bytes(OrderScratch& scratch, const Executor& executor, std::uint64_t count, int key_bits) {
   std::size_t bytes = 0;
+#if SOAHEAP_HAS_CUDA
+  cub::DoubleBuffer<Word> keys(scratch.keys[0].as<Word>(), scratch.keys[1].as<Word>());
+  cub::DoubleBuffer<Word> sources(scratch.sources[0].as<Word>(), scratch.sources[1].as<Word>());
   SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sources, static_cast<std::int64_t>(count), 0,
-                                                     64, executor.stream));
-  if (scratch.sort_temp.bytes() < bytes) scratch.sort_temp = Memory(Backend::cuda, bytes);
+                                                     key_bits, executor.stream));
 #else
   (void)scratch;
+  (void)executor;
   (void)count;
+  (void)key_bits;
 #endif
+  return bytes;
 }
 
-/// Sorts @p count (key, source) pairs by the low @p key_bits bits of the keys, stably; the sorted
-/// sources end in the returned buffer (one of scratch.sources).
-inline const std::uint64_t* sort_by_key(OrderScratch& scratch, const Executor& executor, std::uint64_t count,
-                                        int key_bits) {
-  std::uint64_t* keys_in = scratch.keys[0].as<std::uint64_t>();
-  std::uint64_t* sources_in = scratch.sources[0].as<std::uint64_t>();
+/// Grows the sort's temporary storage to what @p count pairs need, in either word width.
+inline void reserve_sort_temp(OrderScratch& scratch, const Executor& executor, std::uint64_t count) {
+  if (executor.backend != Backend::cuda) return;
+  const std::size_t bytes = std::max(sort_temp_bytes<std::uint32_t>(scratch, executor, count, 32),
+                                     sort_temp_bytes<std::uint64_t>(scratch, executor, count, 64));
+  if (scratch.sort_temp.bytes() < bytes) scratch.sort_temp = Memory(Backend::cuda, bytes);
+}
+
+/// Sorts @p count (key, source) pairs of Word by the low @p key_bits bits of the keys, stably; the
+/// sorted sources end in the returned buffer (one of scratch.sources).
+template <class Word>
+const Word* sort_words(OrderScratch& scratch, const Executor& executor, std::uint64_t count, int key_bits) {
+  Word* keys_in = scratch.keys[0].as<Word>();
+  Word* sources_in = scratch.sources[0].as<Word>();
   if (executor.backend == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
-    cub::DoubleBuffer<std::uint64_t> keys(keys_in, scratch.keys[1].as<std::uint64_t>());
-    cub::DoubleBuffer<std::uint64_t> sources(sources_in, scratch.sources[1].as<std::uint64_t>());
+    cub::DoubleBuffer<Word> keys(keys_in, scratch.keys[1].as<Word>());
+    cub::DoubleBuffer<Word> sources(sources_in, scratch.sources[1].as<Word>());
     const auto items = static_cast<std::int64_t>(count);
-    std::size_t bytes = 0;
-    SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sources, items, 0, key_bits, executor.stream));
+    std::size_t bytes = sort_temp_bytes<Word>(scratch, executor, count, key_bits);
     if (scratch.sort_temp.bytes() < bytes) scratch.sort_temp = Memory(Backend::cuda, bytes);  // reserved above; never in practice
     SOAHEAP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.sort_temp.get(), bytes, keys, sources, items, 0, key_bits,
                                                        executor.stream));
@@ -294,7 +383,7 @@ inline const std::uint64_t* sort_by_key(OrderScratch& scratch, const Executor& e
   std::iota(order.begin(), order.end(), std::uint64_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](std::uint64_t a, std::uint64_t b) { return (keys_in[a] & mask) < (keys_in[b] & mask); });
-  std::uint64_t* sorted = scratch.sources[1].as<std::uint64_t>();
+  Word* sorted = scratch.sources[1].as<Word>();
   for (std::uint64_t rank = 0; rank < count; ++rank) sorted[rank] = sources_in[order[rank]];
   return sorted;
 }
@@ -323,8 +412,8 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   OrderPlan<View> plan;
   plan.view = heap.view();
   plan.counts = scratch.counts.template as<OrderCounts>();
-  plan.flows = shared.flows.template as<PlanFlow>();
-  plan.offsets = shared.offsets.template as<PlanFlow>();
+  plan.flows = shared.flows.template as<std::uint64_t>();  // room for PlanFlow[M]: u64[M] fits
+  plan.offsets = shared.offsets.template as<std::uint64_t>();
   plan.old_blocks = shared.class_list(kClass);
   plan.old_bits = shared.donor_bits.template as<std::uint64_t>();
   plan.new_blocks = scratch.new_blocks.template as<std::uint32_t>();
@@ -335,7 +424,7 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   executor.launch(sizeof(OrderCounts) / sizeof(std::uint64_t), ZeroWordsKernel{reinterpret_cast<std::uint64_t*>(plan.counts)});
   executor.launch(PlanScratch::donor_words(blocks), ZeroWordsKernel{plan.old_bits});
   executor.launch(blocks, OrderSurveyKernel<View>{plan});
-  shared.scan_flows(executor);
+  scratch.scan_flows(executor, plan.flows, plan.offsets, blocks);
   OrderCounts counts{};
   scratch.counts.copy_to_host(&counts, 0, sizeof(counts));  // waits: the sort needs the object count on the host
   const std::uint64_t capacity = static_cast<std::uint64_t>(kCapacity);
@@ -374,12 +463,14 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   scratch.ensure(heap.backend(), blocks, counts.live);
   reserve_sort_temp(scratch, executor, counts.live);
   scratch.order_timer.start(executor);
-  plan.keys = scratch.keys[0].template as<std::uint64_t>();
-  plan.sources = scratch.sources[0].template as<std::uint64_t>();
+  plan.keys = scratch.keys[0].get();
+  plan.sources = scratch.sources[0].get();
   plan.rank_of = scratch.rank_of.template as<std::uint32_t>();
   const int key_bits = std::clamp(order.key_bits(plan.view), 1, 64);
+  plan.narrow = sort_words_fit(key_bits, blocks);
   executor.launch(counts.listed * capacity, OrderKeysKernel<View, C, Order>{plan, order});
-  plan.sorted_sources = sort_by_key(scratch, executor, counts.live, key_bits);
+  plan.sorted_sources = plan.narrow ? static_cast<const void*>(sort_words<std::uint32_t>(scratch, executor, counts.live, key_bits))
+                                    : static_cast<const void*>(sort_words<std::uint64_t>(scratch, executor, counts.live, key_bits));
   scratch.order_timer.stop(executor);
 
   shared.timers[kPlanPhaseCopy].start(executor);
@@ -431,7 +522,7 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   unused_after += unused_blocks(plan.new_block_count);
   result.candidates_after += counts.candidates_after;
   log::debug("defrag ", C::kName, " ordered: ", counts.live, " objects, ", counts.listed, " -> ", plan.new_block_count,
-             " blocks, key bits ", key_bits);
+             " blocks, key bits ", key_bits, plan.narrow ? " (32-bit sort words)" : " (64-bit sort words)");
 }
 
 }  // namespace soaheap::detail
