@@ -317,7 +317,7 @@ template <class View>
 struct OrderReleaseKernel {
   OrderPlan<View> plan;
   SOAHEAP_HD void operator()(std::uint64_t index) const {
-    release_emptied_blocks_in_warp(plan.view, plan.old_blocks[index], true, plan.class_index);
+    release_emptied_block_in_warp(plan.view, plan.old_blocks[index], plan.class_index);
   }
 };
 

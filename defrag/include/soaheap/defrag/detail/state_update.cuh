@@ -1,7 +1,7 @@
 #pragma once
 /// @file detail/state_update.cuh
 /// @brief Pass step 4 (paper §3.5): sources become free; targets get active/defrag from their new
-///        fill level.
+///        fill level. Also the warp-combined block updates of the ordered run's claim and release.
 
 #include <soaheap/core/heap_view.cuh>
 #include <soaheap/defrag/detail/pass_plan.cuh>
@@ -77,21 +77,19 @@ SOAHEAP_HD inline void count_blocks_in_warp(const View& view, bool counted, bool
   }
 }
 
-/// release_emptied_block for the lanes whose @p release is set, with the bitmap words and the block
-/// counter updated once per warp (update_block_bit_in_warp, count_blocks_in_warp). Whole warps call it.
+/// release_emptied_block with the bitmap words and the block counter updated once per warp
+/// (update_block_bit_in_warp, count_blocks_in_warp). Whole warps call it.
 template <class View>
-SOAHEAP_HD inline void release_emptied_blocks_in_warp(const View& view, std::uint64_t block, bool release, int c) {
-  if (release) {
-    BlockHeader& header = view.headers[block];
-    atomic_store(&header.iteration, 0);
-    atomic_store(&header.allocation, kInvalidatedBitmap);
-  }
-  update_block_bit_in_warp(view.defrag_candidates(c), block, release, false);
-  update_block_bit_in_warp(view.active_blocks(c), block, release, false);
-  update_block_bit_in_warp(view.allocated_blocks(c), block, release, false);
-  count_blocks_in_warp(view, release, false);
+SOAHEAP_HD inline void release_emptied_block_in_warp(const View& view, std::uint64_t block, int c) {
+  BlockHeader& header = view.headers[block];
+  atomic_store(&header.iteration, 0);
+  atomic_store(&header.allocation, kInvalidatedBitmap);
+  update_block_bit_in_warp(view.defrag_candidates(c), block, true, false);
+  update_block_bit_in_warp(view.active_blocks(c), block, true, false);
+  update_block_bit_in_warp(view.allocated_blocks(c), block, true, false);
+  count_blocks_in_warp(view, true, false);
   memory_fence();
-  update_block_bit_in_warp(view.free_blocks(), block, release, true);
+  update_block_bit_in_warp(view.free_blocks(), block, true, true);
 }
 
 /// One thread per source block; it also settles the source's n targets (each target has one source,
