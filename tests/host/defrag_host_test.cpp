@@ -4,6 +4,7 @@
 #include <soaheap/defrag/policy.hpp>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 namespace soaheap_test {
@@ -387,7 +388,8 @@ TEST(DefragPolicyOrders, AutoReordersAfterItsWarmupAndKeepsTheGraph) {
 TEST(DefragPolicyOrders, AutoLearnsAnIntervalFromItsWarmupReorderWhenItPays) {
   // Iterations of 30 ms until the warmup's reorder, 2 ms after it: the reorder paid, and even with
   // no loss measured afterwards (every iteration as fast as the fastest) the policy now knows
-  // when to reorder next. Sleeps dwarf the policy's own work, also under the sanitizers.
+  // when to reorder next. Sleeps dwarf the policy's own work, also under the sanitizers. The
+  // verdict comes with the second iteration after the reorder.
   PolicyGraph graph;
   soaheap::DefragPolicy policy(unbounded_auto_config());
   policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
@@ -400,10 +402,82 @@ TEST(DefragPolicyOrders, AutoLearnsAnIntervalFromItsWarmupReorderWhenItPays) {
   EXPECT_EQ(policy.auto_learned_interval(), 0) << "nothing is learned before the reorder is judged";
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   policy.maybe_defrag(graph.heap, iteration++);
+  EXPECT_EQ(policy.auto_learned_interval(), 0) << "the first iteration after a reorder does not judge it";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  policy.maybe_defrag(graph.heap, iteration++);
   const long long interval = policy.auto_learned_interval();
   EXPECT_GE(interval, 1) << "the warmup's reorder paid (30 ms -> 2 ms) but taught no interval";
   EXPECT_LE(interval, soaheap::DefragPolicy::kAutoMaxReorderInterval);
   expect_graphs(dump_graph(graph.heap, graph.spec.size()), {graph.spec});
+}
+
+TEST(DefragPolicyAuto, CompactionsThatMadeTheNextIterationFasterAreNotChargedToTheBudget) {
+  // An iteration of 30 ms before the compaction, then two of 2 ms: the compaction paid for itself
+  // and its cost leaves the budget. Followed by iterations of 60 ms it did not, and stays charged.
+  for (const int after_ms : {2, 60}) {
+    SCOPED_TRACE("iterations after the compaction: " + std::to_string(after_ms) + " ms");
+    PolicyGraph graph;
+    soaheap::DefragPolicy policy(unbounded_auto_config());
+    EXPECT_TRUE(policy.maybe_defrag(graph.heap, 0).empty()) << "the first call only starts the clock";
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    ASSERT_FALSE(policy.maybe_defrag(graph.heap, 1).empty()) << "the fragmented graph was not compacted";
+    std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+    EXPECT_TRUE(policy.maybe_defrag(graph.heap, 2).empty()) << "nothing left to gain";
+    EXPECT_EQ(policy.auto_saved_ms(), 0.0) << "runs are judged by the second iteration after them";
+    std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+    EXPECT_TRUE(policy.maybe_defrag(graph.heap, 3).empty()) << "nothing left to gain";
+    if (after_ms < 30) {
+      EXPECT_GT(policy.auto_saved_ms(), 0.0) << "a compaction that paid is still charged";
+      EXPECT_LT(policy.auto_saved_ms(), policy.auto_spent_ms()) << "the looks are charged whatever they find";
+    } else {
+      EXPECT_EQ(policy.auto_saved_ms(), 0.0) << "a compaction followed by a slower iteration counted as paid";
+    }
+    expect_graphs(dump_graph(graph.heap, graph.spec.size()), {graph.spec});
+  }
+}
+
+TEST(DefragPolicyAuto, AClassWhoseLastCompactionPaidIsCompactedOverTheBudgetUntilOneDoesNot) {
+  using Clock = std::chrono::steady_clock;
+  PolicyGraph graph(8);
+  soaheap::DefragConfig config = unbounded_auto_config();
+  config.auto_budget = 1e-9;  // nothing fits: only runs exempt from the budget happen
+  soaheap::DefragPolicy policy(config);
+  // Fragments the heap again with a fresh graph (ids after the ones before).
+  std::vector<std::unique_ptr<TestBuffer<Entity*>>> buffers;
+  std::uint64_t next_id = graph.spec.size();
+  const auto fragment_again = [&](std::uint64_t seed) {
+    GraphSpec more = graph.spec;
+    more.first_id = next_id;
+    more.seed = seed;
+    next_id += more.size();
+    buffers.push_back(std::make_unique<TestBuffer<Entity*>>(soaheap::Backend::host, next_id));
+    build_graph(graph.heap, *buffers.back(), more);
+  };
+  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 0).empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ASSERT_FALSE(policy.maybe_defrag(graph.heap, 1).empty()) << "a class never compacted gets its first run";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 2).empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 3).empty());  // the verdict; the next look 2 iterations later
+  ASSERT_GT(policy.auto_saved_ms(), 0.0) << "the first run made the iterations 15 times faster: it paid";
+
+  Clock::time_point call_end = Clock::now();
+  fragment_again(99);
+  ASSERT_GT(graph.heap.stats().of("Atom").candidate_blocks, 10u);
+  const auto iteration = Clock::now() - call_end;
+  EXPECT_FALSE(policy.maybe_defrag(graph.heap, 6).empty()) << "its last run paid: the budget does not stop the next";
+  // Iterations far slower than the one before the run: it did not pay.
+  const auto slower = std::chrono::duration_cast<std::chrono::milliseconds>(2 * iteration) + std::chrono::milliseconds(60);
+  std::this_thread::sleep_for(slower);
+  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 7).empty()) << "nothing left to gain";
+  std::this_thread::sleep_for(slower);
+  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 8).empty()) << "nothing left to gain";
+  fragment_again(100);
+  ASSERT_GT(graph.heap.stats().of("Atom").candidate_blocks, 10u);
+  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 12).empty()) << "a run that did not pay let the next one over the budget";
+  EXPECT_GT(policy.auto_spent_ms() - policy.auto_saved_ms(), config.auto_budget * policy.auto_elapsed_ms());
+  graph.heap.validate(soaheap::Validation::full);
 }
 
 TEST(DefragPolicyOrders, AutoLearnsTheReorderIntervalThatCostsLeast) {

@@ -22,6 +22,10 @@
 ///            that frees at least 1/kAutoMinimumGain of the class's blocks and the last measured cost
 ///            of doing it for that class still fits into what the budget allowed when the look
 ///            started (a class never compacted before counts as free, so each class gets a first run).
+///            Runs are judged by the second iteration after them (the first pays for allocations
+///            into fresh blocks): when it is at least kAutoRunMinimumGain faster than the one
+///            before them, they paid, are not charged to the budget, and the classes they
+///            compacted may be compacted again without regard to it until a run does not pay.
 /// n, k1, the minimum compactions and the locality window come per class from the configuration's
 /// overrides; every run uses the plan compaction strategy.
 ///
@@ -175,8 +179,9 @@ class DefragPolicy {
   /// @brief The auto policy's first reorder comes after this many iterations (their times are the
   /// reference), to measure what a reorder costs and gains.
   static constexpr long long kAutoReorderWarmup = 8;
-  /// @brief A reorder counts as paid when the next iteration is at least this share faster.
-  static constexpr double kAutoReorderMinimumGain = 0.01;
+  /// @brief A call's runs (reorder or compactions) count as paid when the second iteration after
+  /// them is at least this share faster than the one before them.
+  static constexpr double kAutoRunMinimumGain = 0.01;
   /// @brief A reorder due after its budget is spent still runs once disorder has cost this many
   /// times a reorder since the last one (rent-or-buy: the loss is measured, not expected).
   static constexpr double kAutoReorderOverBudgetLoss = 2.0;
@@ -203,6 +208,8 @@ class DefragPolicy {
   /// @brief Milliseconds the auto policy has spent (statistics and defragmentation) and the
   /// runtime it has watched since its first call.
   double auto_spent_ms() const { return auto_.spent_ms; }
+  /// @brief Milliseconds of that spent on runs that paid (not charged to the budget).
+  double auto_saved_ms() const { return auto_.saved_ms; }
   double auto_elapsed_ms() const { return auto_.started ? milliseconds_since(auto_.start) : 0.0; }
 
   /// @brief k2·n/(n+1), rounded up and at least 1 (the paper's scaling of the mass threshold).
@@ -223,6 +230,13 @@ class DefragPolicy {
     double spent_ms = 0;
     double look_ms = 0;                        ///< what the last look at the statistics cost
     std::map<std::string, double> cost_ms;     ///< last measured cost of compacting each class
+    // A class whose last compaction paid (see judge_in) is compacted again whenever a look finds
+    // it worth it, budget or not, as a reorder that paid lets the next one come when due: the
+    // budget bounds the runs that do not pay. Each unpaid run clears the mark, so at most one run
+    // per paid one comes over the budget.
+    std::map<std::string, bool> last_run_paid;
+    std::vector<std::string> compacted_classes;  ///< the classes the last call compacted (not reordered)
+    std::vector<std::string> judged_classes;     ///< those of the call whose runs await their verdict
     long long next_look = 0;                   ///< first iteration of the next look
     long long look_interval = 1;               ///< grows while looks find nothing worth doing
     // Reordering (classes with an order), a rent-or-buy rule: iterations slow down as objects lose
@@ -233,9 +247,17 @@ class DefragPolicy {
     double reorder_cost_ms = -1;               ///< last measured cost of reordering (all ordered classes)
     double fastest_ms = 0;                     ///< fastest iteration since the last reorder
     double lost_ms = 0;                        ///< sum of the iterations' excess over fastest_ms
-    double before_reorder_ms = 0;              ///< what the iteration after the last reorder would have taken without it
-    double last_iteration_ms = -1;             ///< the previous iteration (-1: none yet)
-    bool judge_next = false;                   ///< the next iteration shows what the last reorder gained
+    // Every call that ran something (a reorder, compactions or both) is judged by the second
+    // iteration after it against the iteration before it: when it is at least kAutoRunMinimumGain
+    // faster, the runs paid and are not charged to the budget. The first iteration after a run is
+    // skipped: it pays for the objects allocated into the fresh blocks the run left (generation on
+    // an H100: 0.1-0.2 ms slower after every reorder, every reorder judged by it "not paid"); its
+    // excess over the second counts as part of the run's cost.
+    int judge_in = 0;                          ///< iterations until the verdict on the last call's runs
+    bool judged_reorder = false;               ///< those runs include a reorder (its verdict also sets the intervals)
+    double judged_cost_ms = 0;                 ///< what those runs cost
+    double before_run_ms = 0;                  ///< the iteration before them
+    double first_after_ms = 0;                 ///< the first iteration after them
     long long since_reorder = 0;               ///< iterations since the last reorder
     long long reorder_interval = 1;            ///< least iterations between reorders
     // The interval learned from the last reorder that paid: its gain g after k iterations of
@@ -246,7 +268,7 @@ class DefragPolicy {
     long long learned_interval = 0;            ///< 0: nothing learned (the rent-or-buy rule alone)
     long long reordered_after = 0;             ///< iterations of disorder the last reorder ended (the warmup's: since the first call)
     long long reorders = 0;
-    double saved_ms = 0;                       ///< cost of the reorders that paid (not charged to the budget)
+    double saved_ms = 0;                       ///< cost of the runs that paid (not charged to the budget)
   };
   /// Most iterations between two looks that found nothing worth compacting.
   static constexpr long long kAutoMaxLookInterval = 64;
@@ -263,6 +285,18 @@ class DefragPolicy {
     options.locality_window = static_cast<std::uint64_t>(config_.locality_window_for(class_name));
     options.subclasses = false;  // every concrete class gets its own run with its own settings
     return options;
+  }
+
+  /// Whether the last compaction of @p class_name paid (AutoState::last_run_paid).
+  bool last_run_paid(const std::string& class_name) const {
+    const auto known = auto_.last_run_paid.find(class_name);
+    return known != auto_.last_run_paid.end() && known->second;
+  }
+
+  /// Whether the last compaction of some class paid.
+  bool some_last_run_paid() const {
+    return std::any_of(auto_.last_run_paid.begin(), auto_.last_run_paid.end(),
+                       [](const auto& entry) { return entry.second; });
   }
 
   /// The cheapest run the policy knows of (0 while some class has never run: it might be cheap).
@@ -290,37 +324,51 @@ class DefragPolicy {
   }
 
   /// Times the iteration that just ended (the application waited for its kernels before calling)
-  /// and reorders the classes with an order when the rent-or-buy rule says so.
-  template <class HeapType>
-  void maybe_reorder(HeapType& heap, long long iteration, std::vector<DefragResult>& results) {
-    if (!has_ordered_class(heap)) return;
+  /// and, when it is the second after a call that ran something, judges those runs by it.
+  double observe_iteration(long long iteration) {
     const double iteration_ms = milliseconds_since(auto_.call_end);
-    // Iteration times drift with the population; the reorder is judged against the trend of the two
-    // iterations before it.
-    const double previous_ms = auto_.last_iteration_ms < 0 ? iteration_ms : auto_.last_iteration_ms;
-    auto_.last_iteration_ms = iteration_ms;
-    if (auto_.judge_next) {
-      auto_.judge_next = false;
-      const double gain_ms = auto_.before_reorder_ms - iteration_ms;
-      if (gain_ms >= kAutoReorderMinimumGain * auto_.before_reorder_ms) {
-        // It paid: it ends disorder that cost more than it (the rule that started it), so it is
-        // not charged to the budget.
-        auto_.saved_ms += auto_.reorder_cost_ms;
+    if (auto_.judge_in == 0) return iteration_ms;
+    if (--auto_.judge_in == 1) {
+      auto_.first_after_ms = iteration_ms;
+      return iteration_ms;
+    }
+    const double gain_ms = auto_.before_run_ms - iteration_ms;
+    const bool paid = gain_ms >= kAutoRunMinimumGain * auto_.before_run_ms;
+    const double first_iteration_ms = std::max(0.0, auto_.first_after_ms - iteration_ms);
+    // Runs that paid ended a loss greater than their cost: not charged to the budget. That holds
+    // for compactions too: a class whose blocks are half empty costs its kernels time as well as
+    // memory (generation on an H100: a compaction of the dying cells made the iterations about a
+    // quarter faster), and charging such runs left the budget spent when the next one was due.
+    if (paid) auto_.saved_ms += auto_.judged_cost_ms;
+    for (const std::string& name : auto_.judged_classes) auto_.last_run_paid[name] = paid;
+    if (auto_.judged_reorder) {
+      if (paid) {
         auto_.reorder_interval = 1;
         // The warmup's reorder teaches too: it ends the setup's disorder as well as the warmup's, so
         // its interval is on the short side, and the next reorder that pays corrects it. Learning
         // nothing from it left generation (a shrinking population, where the rent-or-buy rule sees
         // no loss) 247 iterations without a reorder on an H100.
-        auto_.learned_interval = learned_reorder_interval(auto_.reorder_cost_ms, auto_.reordered_after, gain_ms);
+        auto_.learned_interval =
+            learned_reorder_interval(auto_.reorder_cost_ms + first_iteration_ms, auto_.reordered_after, gain_ms);
       } else {
         auto_.reorder_interval = std::min(2 * auto_.reorder_interval, kAutoMaxReorderInterval);
         auto_.learned_interval = 0;
       }
-      log::debug("defrag policy auto at iteration ", iteration, ": after the reorder the iteration took ",
-                 log::fixed(iteration_ms), " ms, where the trend expected ", log::fixed(auto_.before_reorder_ms),
-                 " ms; next reorder after at least ", auto_.reorder_interval, " iterations, learned interval ",
-                 auto_.learned_interval);
     }
+    log::debug("defrag policy auto at iteration ", iteration, ": the second iteration after the ",
+               auto_.judged_reorder ? "reorder" : "compactions", " took ", log::fixed(iteration_ms), " ms, the one before ",
+               log::fixed(auto_.before_run_ms), " ms, the first after ", log::fixed(auto_.first_after_ms), " ms (",
+               paid ? "paid" : "not paid", "); next reorder after at least ", auto_.reorder_interval,
+               " iterations, learned interval ", auto_.learned_interval);
+    return iteration_ms;
+  }
+
+  /// Reorders the classes with an order when the rent-or-buy rule says so (@p iteration_ms: the
+  /// iteration that just ended).
+  /// @return what the reorder cost in milliseconds (0: none ran)
+  template <class HeapType>
+  double maybe_reorder(HeapType& heap, long long iteration, double iteration_ms, std::vector<DefragResult>& results) {
+    if (!has_ordered_class(heap)) return 0.0;
     auto_.fastest_ms = auto_.since_reorder == 0 ? iteration_ms : std::min(auto_.fastest_ms, iteration_ms);
     auto_.lost_ms += iteration_ms - auto_.fastest_ms;
     ++auto_.since_reorder;
@@ -329,7 +377,7 @@ class DefragPolicy {
     const bool due = first ? iteration >= kAutoReorderWarmup
                            : (auto_.lost_ms >= auto_.reorder_cost_ms || learned_due) &&
                                  auto_.since_reorder >= auto_.reorder_interval;
-    if (!due) return;
+    if (!due) return 0.0;
     // Reorders that did not pay are charged to the budget like any compaction: once they have
     // used it up, only a reorder after the backoff's interval is tried again, and only when
     // disorder has cost at least twice a reorder since the last one (kAutoReorderOverBudgetLoss).
@@ -340,8 +388,8 @@ class DefragPolicy {
     const double expected_ms = first ? 0.0 : auto_.reorder_cost_ms;
     if (auto_.reorder_interval > 1 && auto_.spent_ms - auto_.saved_ms + expected_ms > budget_ms &&
         auto_.lost_ms < kAutoReorderOverBudgetLoss * auto_.reorder_cost_ms) {
-      log::debug("defrag policy auto at iteration ", iteration, ": a reorder is due but unpaid reorders used up the budget");
-      return;
+      log::debug("defrag policy auto at iteration ", iteration, ": a reorder is due but unpaid runs used up the budget");
+      return 0.0;
     }
     const Clock::time_point start = Clock::now();
     detail::for_each_concrete_class(heap, [&](auto tag) {
@@ -358,11 +406,10 @@ class DefragPolicy {
     auto_.reorder_cost_ms = cost_ms;
     auto_.reordered_after = auto_.since_reorder;
     auto_.spent_ms += cost_ms;
-    auto_.before_reorder_ms = std::max(0.0, 2 * iteration_ms - previous_ms);  // linear trend
-    auto_.judge_next = true;
     auto_.lost_ms = 0;
     auto_.since_reorder = 0;
     ++auto_.reorders;
+    return cost_ms;
   }
 
   template <class HeapType>
@@ -374,13 +421,33 @@ class DefragPolicy {
       auto_.call_end = auto_.start;
       return results;
     }
-    maybe_reorder(heap, iteration, results);
+    const double iteration_ms = observe_iteration(iteration);
+    if (auto_.judge_in > 0) {
+      // Nothing runs before the verdict on the last runs: every run is judged, and a class whose
+      // last compaction paid cannot run again and again on that one verdict (game-of-life on an
+      // H100 compacted in every iteration when it could).
+      auto_.call_end = Clock::now();
+      return results;
+    }
+    auto_.compacted_classes.clear();
+    const double reorder_ms = maybe_reorder(heap, iteration, iteration_ms, results);
     const bool reordered = !results.empty();
-    look_and_compact(heap, iteration, reordered, results);
+    const std::size_t reorder_results = results.size();
+    const double compactions_ms = look_and_compact(heap, iteration, reordered, results);
+    const bool compacted = results.size() > reorder_results;
     if (!reordered && std::any_of(results.begin(), results.end(), [](const DefragResult& r) { return r.ordered; })) {
       // A compaction in order is a reorder too: disorder starts from nothing again.
       auto_.lost_ms = 0;
       auto_.since_reorder = 0;
+    }
+    if (reordered || compacted) {
+      // The second iteration from now judges this call's runs (not the look that found the
+      // compactions: it is charged whether or not anything runs).
+      auto_.judge_in = 2;
+      auto_.judged_classes = auto_.compacted_classes;
+      auto_.judged_reorder = reordered;
+      auto_.judged_cost_ms = reorder_ms + compactions_ms;
+      auto_.before_run_ms = iteration_ms;
     }
     auto_.call_end = Clock::now();
     return results;
@@ -388,14 +455,17 @@ class DefragPolicy {
 
   /// The memory half of the auto policy (see the file comment); classes reordered in this call
   /// (@p reordered) are already as compact as they get.
+  /// @return what its compactions cost in milliseconds (0: none ran)
   template <class HeapType>
-  void look_and_compact(HeapType& heap, long long iteration, bool reordered, std::vector<DefragResult>& results) {
+  double look_and_compact(HeapType& heap, long long iteration, bool reordered, std::vector<DefragResult>& results) {
     const double budget_ms = config_.auto_budget * milliseconds_since(auto_.start);
     // Look only when the look and at least the cheapest known run fit, so that looks cannot eat the
-    // budget that runs need, and less often while looks keep finding nothing.
+    // budget that runs need (or when some class's last compaction paid: it runs whatever the budget
+    // says), and less often while looks keep finding nothing.
     if (iteration < auto_.next_look ||
-        auto_.spent_ms - auto_.saved_ms + auto_.look_ms + cheapest_known_run_ms(heap) > budget_ms)
-      return;
+        (!some_last_run_paid() &&
+         auto_.spent_ms - auto_.saved_ms + auto_.look_ms + cheapest_known_run_ms(heap) > budget_ms))
+      return 0.0;
     // The application's kernels are its own time, not ours: wait for them before measuring.
     heap.synchronize();
     const Clock::time_point look_start = Clock::now();
@@ -407,6 +477,7 @@ class DefragPolicy {
     double allowance_ms = budget_ms - (auto_.spent_ms - auto_.saved_ms) - auto_.look_ms;
     auto_.spent_ms += auto_.look_ms;
     const std::size_t results_before = results.size();
+    double compactions_ms = 0;
 
     detail::for_each_concrete_class(heap, [&](auto tag) {
       using C = detail::tag_type_t<decltype(tag)>;
@@ -417,9 +488,11 @@ class DefragPolicy {
       const std::uint64_t fewest = (entry.used_slots + capacity - 1) / capacity;
       const std::uint64_t gain = entry.allocated_blocks - fewest;
       if (gain == 0 || gain * kAutoMinimumGain < entry.allocated_blocks) return;
+      // A class never compacted before, or whose last compaction paid, runs whatever the budget says.
       const auto known = auto_.cost_ms.find(name);
-      const double expected_ms = known == auto_.cost_ms.end() ? 0.0 : known->second;
-      if (known != auto_.cost_ms.end() && expected_ms > allowance_ms) {
+      const bool exempt = known == auto_.cost_ms.end() || last_run_paid(name);
+      const double expected_ms = exempt ? 0.0 : known->second;
+      if (!exempt && expected_ms > allowance_ms) {
         log::debug("defrag policy auto at iteration ", iteration, ": ", name, " could free ", gain, " of ",
                    entry.allocated_blocks, " blocks, but its last cost ", log::fixed(expected_ms),
                    " ms does not fit the budget (", log::fixed(auto_.spent_ms), " of ", log::fixed(budget_ms),
@@ -435,6 +508,8 @@ class DefragPolicy {
       const double cost = milliseconds_since(run_start);
       auto_.cost_ms[name] = cost;
       auto_.spent_ms += cost;
+      compactions_ms += cost;
+      auto_.compacted_classes.push_back(name);
       log::info("defrag policy auto at iteration ", iteration, ": ", name, " freed ", results.back().blocks_freed,
                 " blocks (expected ", gain, ") in ", log::fixed(cost), " ms; ",
                 log::fixed(100.0 * auto_.spent_ms / milliseconds_since(auto_.start), 2),
@@ -446,6 +521,7 @@ class DefragPolicy {
       auto_.look_interval = 1;
     }
     auto_.next_look = iteration + auto_.look_interval;
+    return compactions_ms;
   }
 
   /// An order the application defined for a class, type-erased over the heap type.
