@@ -235,8 +235,9 @@ class DefragPolicy {
     // budget bounds the runs that do not pay. Each unpaid run clears the mark, so at most one run
     // per paid one comes over the budget.
     std::map<std::string, bool> last_run_paid;
-    std::vector<std::string> compacted_classes;  ///< the classes the last call compacted (not reordered)
-    std::vector<std::string> judged_classes;     ///< those of the call whose runs await their verdict
+    // The classes the last call with runs compacted (not reordered): nothing runs before their
+    // verdict, so they are the ones it judges.
+    std::vector<std::string> compacted_classes;
     long long next_look = 0;                   ///< first iteration of the next look
     long long look_interval = 1;               ///< grows while looks find nothing worth doing
     // Reordering (classes with an order), a rent-or-buy rule: iterations slow down as objects lose
@@ -340,7 +341,7 @@ class DefragPolicy {
     // memory (generation on an H100: a compaction of the dying cells made the iterations about a
     // quarter faster), and charging such runs left the budget spent when the next one was due.
     if (paid) auto_.saved_ms += auto_.judged_cost_ms;
-    for (const std::string& name : auto_.judged_classes) auto_.last_run_paid[name] = paid;
+    for (const std::string& name : auto_.compacted_classes) auto_.last_run_paid[name] = paid;
     if (auto_.judged_reorder) {
       if (paid) {
         auto_.reorder_interval = 1;
@@ -444,7 +445,6 @@ class DefragPolicy {
       // The second iteration from now judges this call's runs (not the look that found the
       // compactions: it is charged whether or not anything runs).
       auto_.judge_in = 2;
-      auto_.judged_classes = auto_.compacted_classes;
       auto_.judged_reorder = reordered;
       auto_.judged_cost_ms = reorder_ms + compactions_ms;
       auto_.before_run_ms = iteration_ms;
