@@ -212,6 +212,20 @@ class Heap {
     throw_recorded_error();
   }
 
+  /// @brief Throws an error that a kernel has recorded and already signalled to the host, without
+  /// waiting for operations still running (their errors come with a later check or synchronize()).
+  /// On the host backend, whose operations have finished when they return, any recorded error.
+  /// @throw out_of_memory, usage_error as recorded by kernels
+  void throw_signalled_error() const {
+    std::uint64_t* signal = error_signal_.host();
+    if (signal == nullptr) {
+      throw_recorded_error();
+      return;
+    }
+    if (*static_cast<volatile std::uint64_t*>(signal) == 0) return;
+    synchronize();  // the error word is final once the kernels that raised the signal are done
+  }
+
   /// @brief Runs `Method` on every object of T and its subclasses that exists when the call starts.
   /// Objects created meanwhile are not visited. The method may destroy `this` and objects of
   /// classes outside T's hierarchy, but no other object of T or its subclasses (DynaSOAr's rule:

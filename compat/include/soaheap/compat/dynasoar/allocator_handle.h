@@ -5,6 +5,7 @@
 
 #include <soaheap/compat/dynasoar/soa_allocator.h>
 #include <soaheap/core/backend.cuh>
+#include <soaheap/core/detail/previous_operation_wait.cuh>
 #include <soaheap/core/errors.hpp>
 #include <soaheap/core/heap.cuh>
 #include <soaheap/core/memory.cuh>
@@ -19,9 +20,13 @@
 #include <type_traits>
 
 #ifndef SOAHEAP_DYNASOAR_ASYNCHRONOUS
-/// Build flag: 1 makes AllocatorHandle's bulk operations asynchronous by default (see
-/// AllocatorHandle::set_synchronous), for programs that cannot be changed to call it.
-#define SOAHEAP_DYNASOAR_ASYNCHRONOUS 0
+/// Build flag: whether AllocatorHandle's bulk operations return before the GPU has finished them
+/// (the default of AllocatorHandle::set_synchronous), for programs that cannot be changed to call it.
+/// -1 (default): on a heap in device memory, which host code reaches only through CUDA calls ordered
+/// after them, each returns once the operation before it has finished; where host code reads the heap
+/// itself (a unified heap, the host backend) each waits for its own end. 0: each waits for its own
+/// end everywhere, as DynaSOAr's do. 1: each returns after the one before it everywhere.
+#define SOAHEAP_DYNASOAR_ASYNCHRONOUS -1
 #endif
 
 #ifndef SOAHEAP_DYNASOAR_TIME_ENUMERATION
@@ -38,9 +43,13 @@ inline constexpr int kMinDefragCandidates = 1;
 /// @brief DynaSOAr's host-side allocator handle over a soaheap heap.
 ///
 /// Differences from DynaSOAr (see docs/dynasoar-migration.md): out of memory makes `new` return
-/// nullptr and the next handle call throw soaheap::out_of_memory (DynaSOAr retries forever); every
-/// bulk operation returns after it finished on the GPU and reports kernel errors, unless
-/// set_synchronous(false) lets them run ahead (errors then come with the next synchronizing call).
+/// nullptr and a handle call throw soaheap::out_of_memory (DynaSOAr retries forever). DynaSOAr's
+/// bulk operations wait for their own end, because each launch needs a block count from the GPU;
+/// soaheap's launches do not. So on a heap in device memory a bulk operation returns once the
+/// operation before it has finished (the GPU then finds the next one queued) and throws the errors
+/// that operation recorded; the statistics, DBG_ and defragmentation calls wait for everything. On a
+/// unified heap and on the host backend each operation waits for its own end and reports its own
+/// errors. set_synchronous() chooses either for any heap.
 /// @tparam AllocatorT a SoaAllocator<kNumObjects, Classes...>
 template <class AllocatorT>
 class AllocatorHandle {
@@ -68,7 +77,9 @@ class AllocatorHandle {
   /// @brief soaheap extension: any heap size (bytes or objects) and backend, chosen at run time.
   /// @throw soaheap::invalid_argument for a missing, ambiguous or too small size
   explicit AllocatorHandle(const ::soaheap::HeapOptions& options)
-      : heap_(options), allocator_memory_(options.backend, sizeof(AllocatorT), heap_.managed()) {
+      : heap_(options),
+        allocator_memory_(options.backend, sizeof(AllocatorT), heap_.managed()),
+        synchronous_(SOAHEAP_DYNASOAR_ASYNCHRONOUS < 0 ? host_reads_heap() : SOAHEAP_DYNASOAR_ASYNCHRONOUS == 0) {
     const AllocatorT allocator(heap_.view());
     allocator_memory_.copy_from_host(0, &allocator, sizeof(AllocatorT));
   }
@@ -171,8 +182,10 @@ class AllocatorHandle {
   // ---- statistics ---------------------------------------------------------------------------------
 
   /// @brief Microseconds parallel_do has spent enumerating objects (measured on the device; 0 when
-  /// built with SOAHEAP_DYNASOAR_TIME_ENUMERATION=0).
+  /// built with SOAHEAP_DYNASOAR_TIME_ENUMERATION=0). Waits for all operations and throws the first
+  /// error a kernel recorded.
   long unsigned int DBG_get_enumeration_time() const {
+    heap_.synchronize();  // often a program's last call: the errors of operations that ran ahead come here
     return static_cast<long unsigned int>(heap_.enumeration_seconds() * 1e6);
   }
 
@@ -236,11 +249,14 @@ class AllocatorHandle {
   /// @brief Waits for all operations and throws the first error a kernel recorded (e.g. out of memory).
   void synchronize() const { heap_.synchronize(); }
 
-  /// @brief true (default unless built with SOAHEAP_DYNASOAR_ASYNCHRONOUS=1): each bulk operation
-  /// waits for the GPU and reports kernel errors before it returns, as DynaSOAr's do. false:
-  /// operations run ahead on the default stream (raw kernels and cudaMemcpy of the program stay
-  /// ordered with them); errors surface at the next synchronizing call (synchronize(), statistics,
-  /// defragmentation).
+  /// @brief true (default on a unified heap and on the host backend, or everywhere when built with
+  /// SOAHEAP_DYNASOAR_ASYNCHRONOUS=0): each bulk operation waits for its own end on the GPU and
+  /// reports its kernels' errors before it returns, as DynaSOAr's do. false (default on a heap in
+  /// device memory, everywhere with SOAHEAP_DYNASOAR_ASYNCHRONOUS=1): each returns once the operation
+  /// before it has finished and throws that one's errors, so one operation at most runs behind the
+  /// host; raw kernels and cudaMemcpy of the program on the default stream stay ordered after it, so
+  /// the program sees its results as before. An error of the last operation comes with the next call
+  /// that waits (synchronize(), DBG_ statistics, defragmentation) or the next bulk operation.
   void set_synchronous(bool synchronous) { synchronous_ = synchronous; }
   bool synchronous() const { return synchronous_; }
 
@@ -258,8 +274,17 @@ class AllocatorHandle {
     return options;
   }
 
-  void finish_operation() const {
-    if (synchronous_) heap_.synchronize();
+  /// Host code reads the objects themselves on a unified heap and on the host backend: there each
+  /// operation must have finished when it returns.
+  bool host_reads_heap() const { return heap_.managed() || heap_.backend() != ::soaheap::Backend::cuda; }
+
+  void finish_operation() {
+    if (synchronous_) {
+      heap_.synchronize();
+      return;
+    }
+    previous_operation_.mark_and_wait_for_previous(heap_.executor());
+    heap_.throw_signalled_error();
   }
 
   template <class T>
@@ -293,7 +318,8 @@ class AllocatorHandle {
 
   Heap heap_;
   ::soaheap::detail::Memory allocator_memory_;
-  bool synchronous_ = !SOAHEAP_DYNASOAR_ASYNCHRONOUS;
+  bool synchronous_;
+  ::soaheap::detail::PreviousOperationWait previous_operation_;
   int defrag_runs_ = 0;
   ::soaheap::DefragResult defrag_totals_;
   CollectedStats collected_;
