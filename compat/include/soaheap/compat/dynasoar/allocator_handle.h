@@ -35,6 +35,15 @@
 #define SOAHEAP_DYNASOAR_TIME_ENUMERATION 1
 #endif
 
+#ifndef SOAHEAP_DYNASOAR_PACK_ALLOCATIONS
+/// Build flag: HeapOptions::pack_allocations for the handle's heap, 1 by default (lanes of diverged
+/// warps look again before they start a new block). DynaSOAr's programs size their heaps for
+/// DynaSOAr's allocator and seldom defragment: their game-of-life, whose candidates are created in
+/// loops of differing length, ran out of its heap in 2 of 3 runs on an H100 without it (Candidate
+/// blocks 24 % full), and ran faster with it (docs/dynasoar-migration.md, 2026-11-28). 0: off.
+#define SOAHEAP_DYNASOAR_PACK_ALLOCATIONS 1
+#endif
+
 namespace soaheap::compat::dynasoar {
 
 /// @brief Default `min_num_compactions` of parallel_defrag: a pass runs when it has a source block.
@@ -266,6 +275,7 @@ class AllocatorHandle {
     options.objects = AllocatorT::kNumObjects;
     options.backend = backend;
     options.time_enumeration = SOAHEAP_DYNASOAR_TIME_ENUMERATION != 0;  // DynaSOAr always measures it
+    options.pack_allocations = SOAHEAP_DYNASOAR_PACK_ALLOCATIONS != 0;
     return options;
   }
   static ::soaheap::HeapOptions default_options(bool unified_memory) {
