@@ -217,12 +217,8 @@ class Heap {
   /// On the host backend, whose operations have finished when they return, any recorded error.
   /// @throw out_of_memory, usage_error as recorded by kernels
   void throw_signalled_error() const {
-    std::uint64_t* signal = error_signal_.host();
-    if (signal == nullptr) {
-      throw_recorded_error();
-      return;
-    }
-    if (*static_cast<volatile std::uint64_t*>(signal) == 0) return;
+    const std::uint64_t* signal = error_signal_.host();
+    if (signal != nullptr && *static_cast<const volatile std::uint64_t*>(signal) == 0) return;
     synchronize();  // the error word is final once the kernels that raised the signal are done
   }
 
