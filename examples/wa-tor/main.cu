@@ -111,18 +111,18 @@ class Fish : public soaheap::Object<Fish, Agent> {
   template <class View>
   SOAHEAP_HD void commit_move(const View& heap, std::uint32_t breed_time) {
     breed_age += 1;
-    if (!won_target()) return;
+    const bool moves = won_target();
+    const bool breeds = moves && breed_age >= breed_time;
     Cell* old_cell = position;
+    // Reached by every fish of the warp: their births are reserved together (soaheap::create_if).
+    Fish* child = soaheap::create_if<Fish>(heap, breeds, old_cell);
+    if (!moves) return;
     Cell* new_cell = target;
     new_cell->agent = this;
     position = new_cell;
     location = new_cell->index;
-    if (breed_age >= breed_time) {
-      breed_age = 0;
-      old_cell->agent = new (heap) Fish(old_cell);
-    } else {
-      old_cell->agent = nullptr;
-    }
+    if (breeds) breed_age = 0;
+    old_cell->agent = child;
   }
 };
 
@@ -148,8 +148,11 @@ class Shark : public soaheap::Object<Shark, Agent> {
   SOAHEAP_HD void commit_move(const View& heap, std::uint32_t breed_time, std::uint32_t starve_time) {
     breed_age += 1;
     bool ate = false;
-    if (won_target()) {
-      Cell* old_cell = position;
+    const bool moves = won_target();
+    const bool breeds = moves && breed_age >= breed_time;
+    Cell* old_cell = position;
+    Shark* child = soaheap::create_if<Shark>(heap, breeds, old_cell);  // as in Fish::commit_move
+    if (moves) {
       Cell* new_cell = target;
       Agent* prey = new_cell->agent;
       if (prey != nullptr) {
@@ -159,12 +162,8 @@ class Shark : public soaheap::Object<Shark, Agent> {
       new_cell->agent = this;
       position = new_cell;
       location = new_cell->index;
-      if (breed_age >= breed_time) {
-        breed_age = 0;
-        old_cell->agent = new (heap) Shark(old_cell);
-      } else {
-        old_cell->agent = nullptr;
-      }
+      if (breeds) breed_age = 0;
+      old_cell->agent = child;
     }
     if (ate) {
       hunger = 0;

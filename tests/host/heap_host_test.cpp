@@ -1,6 +1,8 @@
 // The heap suite on the host backend (real threads; runs everywhere, also under TSan and ASan).
 #include "tests/common/heap_suite.inc"
 
+#include <random>
+
 namespace soaheap_test {
 INSTANTIATE_TEST_SUITE_P(Host, BackendTest, ::testing::Values(soaheap::Backend::host), soaheap_test::backend_name);
 }  // namespace soaheap_test
@@ -90,5 +92,29 @@ TEST(LaunchShape, RowKernelChoiceFromTheEnvironment) {
       EXPECT_NE(std::string(error.what()).find(std::string("\"") + bad + "\""), std::string::npos) << error.what();
     }
   }
+}
+}  // namespace soaheap_test
+
+namespace soaheap_test {
+// A warp's reservation of several slots takes free slots only, as many as it wants (or all there
+// are), and starts at a seed-dependent slot: warps reserving in one block at once then mostly take
+// different slots instead of all going for the lowest free ones and retrying.
+TEST(ChooseSlots, SeveralSlotsAreFreeOnesFromASeedDependentStart) {
+  std::mt19937_64 random(7);
+  for (int round = 0; round < 2000; ++round) {
+    const std::uint64_t free_slots = random() & random();  // about a quarter of the slots free
+    const int wanted = 2 + static_cast<int>(random() % 31);
+    const auto seed = static_cast<std::uint32_t>(random());
+    const std::uint64_t chosen = View::choose_slots(free_slots, wanted, seed);
+    EXPECT_EQ(chosen & ~free_slots, 0u) << "free " << free_slots << " seed " << seed;
+    EXPECT_EQ(__builtin_popcountll(chosen), std::min(wanted, __builtin_popcountll(free_slots)))
+        << "free " << free_slots << " wanted " << wanted;
+  }
+  // In an empty block, the chosen slots are consecutive from slot seed % 64, wrapping around.
+  EXPECT_EQ(View::choose_slots(~0ull, 4, 10), 0xfull << 10);
+  EXPECT_EQ(View::choose_slots(~0ull, 4, 64 + 62), 0x3ull << 62 | 0x3ull);
+  EXPECT_EQ(View::choose_slots(~0ull, 32, 0), 0xffffffffull);
+  // Past the start, the next free ones; then the lowest ones below it.
+  EXPECT_EQ(View::choose_slots(0b1010'0001ull, 2, 6), 0b1000'0001ull);
 }
 }  // namespace soaheap_test

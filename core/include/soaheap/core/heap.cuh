@@ -139,6 +139,12 @@ class Heap {
     require_host_backend("new (heap) T on the host");
     return view().template allocate_slot<T>();
   }
+  /// Lets host code call soaheap::create_if on the host backend.
+  template <class T>
+  void* allocate_slot_if(bool wanted) const {
+    require_host_backend("soaheap::create_if on the host");
+    return view().template allocate_slot_if<T>(wanted);
+  }
   template <class T>
   void destroy_object(T* object) const {
     require_host_backend("destroy(heap, p) on the host");

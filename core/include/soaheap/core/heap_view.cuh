@@ -13,6 +13,7 @@
 #include <soaheap/reflection/field.cuh>
 
 #include <cstdint>
+#include <new>
 #include <type_traits>
 
 namespace soaheap {
@@ -205,6 +206,24 @@ class HeapView {
     const detail::Reservation reservation = reserve_slots<T>(1, seed);
     if (reservation.slots == 0) return nullptr;
     return make_pointer<T>(reservation.block, detail::lowest_set_bit(reservation.slots));
+#endif
+  }
+
+  /// @brief allocate_slot for the threads where @p wanted holds, nullptr for the others (what
+  /// soaheap::create_if calls). Every lane of a warp calls it together: when the whole warp is at
+  /// the call, one lane reserves the slots of all lanes that want one, as `new` does for a whole
+  /// warp; otherwise each lane that wants a slot reserves its own, as `new` in a branch does.
+  template <class T>
+  SOAHEAP_HD void* allocate_slot_if(bool wanted) const {
+    static_assert(class_id<T> >= 0, "soaheap: this class is not one of the heap's classes; add it to the heap's class list");
+    static_assert(!T::kAbstract, "soaheap: cannot allocate an object of an abstract class; allocate a concrete subclass");
+#if SOAHEAP_DEVICE_CODE
+    if (__activemask() == detail::kFullWarp) return allocate_slots_for_warp<T>(__ballot_sync(detail::kFullWarp, wanted));
+    // Not allocate_slot: its whole-warp path would be a third copy of reserve_slots in the caller's
+    // kernel (each copy costs registers there; game-of-life's Candidate::update went from 56 to 118).
+    return wanted ? allocate_own_slot<T>(__activemask()) : nullptr;
+#else
+    return wanted ? allocate_slot<T>() : nullptr;
 #endif
   }
 
@@ -474,14 +493,21 @@ class HeapView {
     if (aim >= 0) return std::uint64_t{1} << detail::nth_set_bit(free_slots, aim % detail::popcount(free_slots));
     if (wanted <= 1) return std::uint64_t{1} << detail::pick_set_bit(free_slots, seed);
     if (detail::popcount(free_slots) <= wanted) return free_slots;
+    // Several slots (a warp's reservation): the lowest free ones at or above a seed-dependent slot,
+    // then wrapping around, so that warps reserving in one block at once do not all go for the same
+    // slots and retry.
+    const int start = static_cast<int>(seed % 64u);
+    const auto rotate_right = [](std::uint64_t bits, int shift) {
+      return shift == 0 ? bits : (bits >> shift) | (bits << (64 - shift));
+    };
     std::uint64_t chosen = 0;
-    std::uint64_t remaining = free_slots;
+    std::uint64_t remaining = rotate_right(free_slots, start);
     for (int taken = 0; taken < wanted; ++taken) {
       const std::uint64_t lowest = remaining & (~remaining + 1);
       chosen |= lowest;
       remaining ^= lowest;
     }
-    return chosen;
+    return rotate_right(chosen, (64 - start) & 63);
   }
 
   // ---- enumeration inside kernels ----------------------------------------------------------------
@@ -614,30 +640,47 @@ SOAHEAP_UNROLL_4
   /// a retry, never a slot.
   template <class T>
   __device__ void* allocate_slot_in_warp() const {
-    const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const unsigned lanes = __activemask();
-    if (lanes != detail::kFullWarp) {
-      // The lanes' common seed and ranks only steer them to the same blocks and apart in them.
-      const int rank = detail::popcount(lanes & detail::lanes_below());
-      const detail::Reservation reservation =
-          reserve_slots<T>(1, detail::mix_seed((thread / 32) ^ (std::uint64_t{lanes} << 32)), rank);
-      if (reservation.slots == 0) return nullptr;  // out of memory, recorded by reserve_slots
-      return make_pointer<T>(reservation.block, detail::lowest_set_bit(reservation.slots));
-    }
+    if (lanes != detail::kFullWarp) return allocate_own_slot<T>(lanes);
+    return allocate_slots_for_warp<T>(detail::kFullWarp);
+  }
+
+  /// A lane of a diverged warp (@p lanes: those at the call) reserves its own slot. The lanes'
+  /// common seed and ranks only steer them to the same blocks and apart in them.
+  template <class T>
+  __device__ void* allocate_own_slot(unsigned lanes) const {
+    const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const int rank = detail::popcount(lanes & detail::lanes_below());
+    const detail::Reservation reservation =
+        reserve_slots<T>(1, detail::mix_seed((thread / 32) ^ (std::uint64_t{lanes} << 32)), rank);
+    if (reservation.slots == 0) return nullptr;  // out of memory, recorded by reserve_slots
+    return make_pointer<T>(reservation.block, detail::lowest_set_bit(reservation.slots));
+  }
+
+  /// The whole warp, converged at the call, allocates one T for each lane in @p wanting (the same
+  /// mask in every lane): lane 0 reserves them, block by block, and shuffles each round's
+  /// reservation to the others. Lanes outside @p wanting get nullptr.
+  template <class T>
+  __device__ void* allocate_slots_for_warp(unsigned wanting) const {
+    const int count = detail::popcount(wanting);
+    if (count == 0) return nullptr;
+    const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const std::uint64_t clock = static_cast<std::uint64_t>(clock64()) << 20;
     const int lane = detail::lane_id();
+    const bool wants = ((wanting >> lane) & 1u) != 0;
+    const int index = detail::popcount(wanting & detail::lanes_below());  // among the lanes that want one
     std::uint32_t seed = detail::mix_seed((thread / 32) ^ clock);
     std::uint64_t pointer = 0;
     int served = 0;
-    while (served < 32) {
+    while (served < count) {
       detail::Reservation reservation{0, 0};
-      if (lane == 0) reservation = reserve_slots<T>(32 - served, seed);
+      if (lane == 0) reservation = reserve_slots<T>(count - served, seed);
       const std::uint64_t block = __shfl_sync(detail::kFullWarp, reservation.block, 0);
       const std::uint64_t slots = __shfl_sync(detail::kFullWarp, reservation.slots, 0);
       if (slots == 0) break;  // out of memory: the remaining lanes get nullptr
       const int granted = detail::popcount(slots);
-      if (lane >= served && lane < served + granted)
-        pointer = reinterpret_cast<std::uint64_t>(make_pointer<T>(block, detail::nth_set_bit(slots, lane - served)));
+      if (wants && index >= served && index < served + granted)
+        pointer = reinterpret_cast<std::uint64_t>(make_pointer<T>(block, detail::nth_set_bit(slots, index - served)));
       served += granted;
       seed = detail::mix_seed(seed + 1);
     }
@@ -670,6 +713,20 @@ SOAHEAP_UNROLL_4
 template <class HeapLike, class T>
 SOAHEAP_HD void destroy(const HeapLike& heap, T* object) {
   heap.destroy_object(object);
+}
+
+/// @brief Collective `new (heap) T(args...)`: creates a T in the threads where @p condition holds
+/// and returns nullptr in the others (and where the heap is out of memory, which the heap reports
+/// at its next host call, as for `new`). Call it from every thread of the warp together, in code
+/// that all of them reach, with the branch's condition as @p condition — not inside the branch:
+/// a whole warp at the call then reserves the slots of all its new objects in one go, where `new`
+/// in a branch must let each lane reserve its own (docs/architecture.md, "Warp aggregation").
+/// @param heap a Heap (host backend) or its HeapView
+template <class T, class HeapLike, class... Args>
+SOAHEAP_HD T* create_if(const HeapLike& heap, bool condition, Args&&... args) {
+  void* const slot = heap.template allocate_slot_if<T>(condition);
+  if (slot == nullptr) return nullptr;
+  return ::new (slot) T(static_cast<Args&&>(args)...);
 }
 
 /// @brief Calls `(object->*method)(args...)` on every live object of T and its subclasses,
