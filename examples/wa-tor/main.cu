@@ -114,8 +114,9 @@ class Fish : public soaheap::Object<Fish, Agent> {
     const bool moves = won_target();
     const bool breeds = moves && breed_age >= breed_time;
     Cell* old_cell = position;
-    // Reached by every fish of the warp: their births are reserved together (soaheap::create_if).
-    Fish* child = soaheap::create_if<Fish>(heap, breeds, old_cell);
+    // Reached by every fish of the warp: a child goes into its parent's block where that has room
+    // (one atomic, next to the parent in memory), the others are reserved together.
+    Fish* child = soaheap::create_if_near<Fish>(heap, breeds, this, old_cell);
     if (!moves) return;
     Cell* new_cell = target;
     new_cell->agent = this;
@@ -151,7 +152,9 @@ class Shark : public soaheap::Object<Shark, Agent> {
     const bool moves = won_target();
     const bool breeds = moves && breed_age >= breed_time;
     Cell* old_cell = position;
-    Shark* child = soaheap::create_if<Shark>(heap, breeds, old_cell);  // as in Fish::commit_move
+    // Reserved together, but not next to the parent: that made this kernel slower
+    // (docs/performance.md, twenty-second pass).
+    Shark* child = soaheap::create_if<Shark>(heap, breeds, old_cell);
     if (moves) {
       Cell* new_cell = target;
       Agent* prey = new_cell->agent;

@@ -145,6 +145,12 @@ class Heap {
     require_host_backend("soaheap::create_if on the host");
     return view().template allocate_slot_if<T>(wanted);
   }
+  /// Lets host code call soaheap::create_if_near on the host backend.
+  template <class T>
+  void* allocate_slot_if_near(bool wanted, const T* near) const {
+    require_host_backend("soaheap::create_if_near on the host");
+    return view().template allocate_slot_if_near<T>(wanted, near);
+  }
   template <class T>
   void destroy_object(T* object) const {
     require_host_backend("destroy(heap, p) on the host");

@@ -227,6 +227,31 @@ class HeapView {
 #endif
   }
 
+  /// @brief allocate_slot_if that first tries the block of @p near, an object of class T that stays
+  /// alive during the call: a free slot there costs one atomic and no search, and puts the new
+  /// object next to @p near in memory. The threads whose try failed (block full, or @p near of
+  /// another class) then allocate together through allocate_slot_if. Every lane of a warp calls it.
+  template <class T>
+  SOAHEAP_HD void* allocate_slot_if_near(bool wanted, const T* near) const {
+    void* slot = nullptr;
+    if (wanted && near != nullptr) slot = try_allocate_in_block_of<T>(near);
+    void* const elsewhere = allocate_slot_if<T>(wanted && slot == nullptr);
+    return slot != nullptr ? slot : elsewhere;
+  }
+
+  /// A slot in the block of @p near for a new T, or nullptr when that block has none.
+  template <class T>
+  SOAHEAP_HD void* try_allocate_in_block_of(const T* near) const {
+    const std::uint64_t bits = reinterpret_cast<std::uint64_t>(near);
+    if (detail::class_id_of(bits) != class_id<T>) return nullptr;  // a subclass's block
+    const std::uint64_t block = block_of(bits);
+    const std::uint64_t allocation = detail::atomic_load(&headers[block].allocation);
+    if ((~allocation & full_mask(class_id<T>)) == 0) return nullptr;  // full: no refresh, no search
+    const std::uint64_t slots = try_reserve_in_block(block, class_id<T>, 1, detail::mix_seed(bits));
+    if (slots == 0) return nullptr;
+    return make_pointer<T>(block, detail::lowest_set_bit(slots));
+  }
+
   /// @brief Finds a block of class T and reserves up to @p wanted slots in it (at least one unless the
   /// heap is out of memory, which is then recorded). The first lane of a whole warp calls it for the
   /// warp; a lane of a diverged warp calls it for itself with @p rank, its position among the lanes
@@ -725,6 +750,16 @@ SOAHEAP_HD void destroy(const HeapLike& heap, T* object) {
 template <class T, class HeapLike, class... Args>
 SOAHEAP_HD T* create_if(const HeapLike& heap, bool condition, Args&&... args) {
   void* const slot = heap.template allocate_slot_if<T>(condition);
+  if (slot == nullptr) return nullptr;
+  return ::new (slot) T(static_cast<Args&&>(args)...);
+}
+
+/// @brief create_if that puts each new object in the block of @p near (an object of class T, alive
+/// during the call, e.g. the parent creating it) when that block has a free slot: one atomic
+/// instead of a search, and the new object next to @p near in memory. Called like create_if.
+template <class T, class HeapLike, class... Args>
+SOAHEAP_HD T* create_if_near(const HeapLike& heap, bool condition, const T* near, Args&&... args) {
+  void* const slot = heap.template allocate_slot_if_near<T>(condition, near);
   if (slot == nullptr) return nullptr;
   return ::new (slot) T(static_cast<Args&&>(args)...);
 }
