@@ -68,6 +68,10 @@ class Alive : public soaheap::Object<Alive, Agent> {
  public:
   using FieldTypes = soaheap::fields<std::uint8_t, std::uint8_t>;
   static constexpr const char* kName = "Alive";
+  // update's rare death allocates a Candidate (and Candidate::update's birth an Alive): without a
+  // cap those allocation paths hold 56 registers, 4 resident thread blocks per multiprocessor; at 6
+  // generation runs 0.85x the time on an H200 (docs/performance.md, twenty-third pass).
+  static constexpr int kMinBlocksPerMultiprocessor = 6;
   soaheap::Field<Alive, 0> state;  ///< 1 alive, 2.. dying
   soaheap::Field<Alive, 1> fresh;  ///< born in this step: must create candidates around it
 
@@ -90,6 +94,7 @@ class Candidate : public soaheap::Object<Candidate, Agent> {
  public:
   using FieldTypes = soaheap::fields<>;
   static constexpr const char* kName = "Candidate";
+  static constexpr int kMinBlocksPerMultiprocessor = 6;
 
   SOAHEAP_HD explicit Candidate(std::uint32_t new_position) : Object(new_position) {}
 

@@ -150,14 +150,27 @@ __device__ inline std::uint64_t counted_total(const std::uint64_t* count, std::u
 /// @p last_total is given (host memory mapped into the device), thread 0 leaves the count there so
 /// that the host can size the next launch over the same list.
 template <class Body>
-__global__ void for_each_counted_thread_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
-                                               std::uint64_t* last_total) {
+__device__ void counted_threads(const Body& body, const std::uint64_t* count, std::uint64_t scale, std::uint64_t* last_total) {
   const std::uint64_t total = counted_total(count, scale, last_total);
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; tid < total;
        tid += stride) {
     body(tid);
   }
+}
+
+template <class Body>
+__global__ void for_each_counted_thread_kernel(Body body, const std::uint64_t* count, std::uint64_t scale,
+                                               std::uint64_t* last_total) {
+  counted_threads(body, count, scale, last_total);
+}
+
+/// for_each_counted_thread_kernel compiled for at least @p kMinBlocks resident thread blocks per
+/// multiprocessor (registers capped to fit): for bodies that ask for it (min_blocks_per_multiprocessor).
+template <int kMinBlocks, class Body>
+__global__ void __launch_bounds__(kThreadsPerCudaBlock, kMinBlocks)
+    for_each_bounded_thread_kernel(Body body, const std::uint64_t* count, std::uint64_t scale, std::uint64_t* last_total) {
+  counted_threads(body, count, scale, last_total);
 }
 
 /// for_each_counted_thread_kernel for a body that reads its own thread count on the device,
@@ -283,6 +296,30 @@ __global__ void pair_kernel(First first, std::uint64_t first_count, Body body, c
   const std::uint64_t total = *count * scale;
   if (last_total != nullptr && start == 0) *static_cast<volatile std::uint64_t*>(last_total) = total;
   for (std::uint64_t tid = start; tid < total; tid += stride) body(tid);
+}
+#endif
+
+/// Body::kMinBlocksPerMultiprocessor where the body declares it (a parallel_do method kernel:
+/// its class's setting), else 0: thread blocks the body's one-thread-per-item kernel is compiled
+/// to keep resident per multiprocessor.
+template <class Body, class = void>
+inline constexpr int min_blocks_per_multiprocessor = 0;
+template <class Body>
+inline constexpr int min_blocks_per_multiprocessor<Body, std::void_t<decltype(Body::kMinBlocksPerMultiprocessor)>> =
+    Body::kMinBlocksPerMultiprocessor;
+
+#if SOAHEAP_HAS_CUDA
+/// The one-thread-per-item kernel for @p Body: register-capped where the body asks for it.
+template <class Body>
+constexpr auto counted_thread_kernel() {
+  constexpr int kMinBlocks = min_blocks_per_multiprocessor<Body>;
+  static_assert(kMinBlocks >= 0 && kMinBlocks <= static_cast<int>(2048 / kThreadsPerCudaBlock),
+                "soaheap: kMinBlocksPerMultiprocessor must be 0 (the compiler's choice) to 8 (thread blocks of 256 threads per multiprocessor)");
+  if constexpr (kMinBlocks > 0) {
+    return &for_each_bounded_thread_kernel<kMinBlocks, Body>;
+  } else {
+    return &for_each_counted_thread_kernel<Body>;
+  }
 }
 #endif
 
@@ -480,8 +517,8 @@ struct Executor {
         return static_cast<std::uint64_t>(blocks < 1 ? 1 : blocks);
       };
       // Computed once per kernel; the program's device is assumed not to change.
-      static const std::uint64_t resident_blocks =
-          blocks_per_multiprocessor(for_each_counted_thread_kernel<Body>) * multiprocessor_count();
+      constexpr auto thread_kernel = counted_thread_kernel<Body>();
+      static const std::uint64_t resident_blocks = blocks_per_multiprocessor(thread_kernel) * multiprocessor_count();
       const std::uint64_t expected = expected_items(hint, max_count);
       if constexpr (kRows > 1) {
         constexpr std::uint64_t full = 2048 / kThreadsPerCudaBlock;  // resident threads per SM on sm_70..sm_90
@@ -516,7 +553,7 @@ struct Executor {
       const std::uint64_t bound = (max_count + threads - 1) / threads;
       const std::uint64_t blocks = hint.host == nullptr ? resident_blocks : (expected + threads - 1) / threads;
       const unsigned grid = static_cast<unsigned>(blocks < bound ? blocks : bound);
-      launch_after_previous(for_each_counted_thread_kernel<Body>, grid, body, count, scale, hint.device, threads);
+      launch_after_previous(thread_kernel, grid, body, count, scale, hint.device, threads);
 #else
       throw usage_error("the cuda backend is not compiled into this translation unit (compile it with nvcc)");
 #endif

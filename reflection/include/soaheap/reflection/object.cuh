@@ -42,6 +42,13 @@ class Object : public std::conditional_t<std::is_void_v<BaseClass>, detail::obje
   using FieldTypes = detail::undeclared_field_types<Self>;
   static constexpr const char* kName = nullptr;
   static constexpr bool kAbstract = false;
+  /// Thread blocks (of 256 threads) that parallel_do's one-thread-per-object method kernels over
+  /// this class keep resident per multiprocessor, 1 to 8, at the price of registers (CUDA's
+  /// `__launch_bounds__(256, n)`: 6 caps them at 40, the rest spills); 0 leaves the registers to
+  /// the compiler. For a method whose rare branch (a birth's allocation) holds registers that its
+  /// common path does not need: more warps then hide the common path's memory latency. Measure:
+  /// spills in the common path cost more than the warps gain (docs/architecture.md).
+  static constexpr int kMinBlocksPerMultiprocessor = 0;
 
   /// @brief `new (heap) Self(args...)`: reserves a slot in @p heap (a heap or its device view).
   /// Returns nullptr when the heap is out of memory (the constructor then does not run) and the

@@ -373,6 +373,7 @@ struct member_function_traits<Result (Owner::*)(Parameters...) const> {
 template <class View, class T, class C, auto Method, class Arguments>
 struct ParallelDoKernel {
   static constexpr int kCapacity = View::Layout::template capacity<C>;
+  static constexpr int kMinBlocksPerMultiprocessor = C::kMinBlocksPerMultiprocessor;
   struct Item {
     std::uint64_t snapshot;
     std::uint32_t block;
