@@ -3,6 +3,7 @@
 /// @brief Kernel bodies of the heap's bulk operations, written once for both backends. Each is a
 ///        functor called with a logical thread index by detail::Executor.
 
+#include <soaheap/core/backend.cuh>
 #include <soaheap/core/heap_view.cuh>
 
 #include <cstdint>
@@ -373,7 +374,8 @@ struct member_function_traits<Result (Owner::*)(Parameters...) const> {
 template <class View, class T, class C, auto Method, class Arguments>
 struct ParallelDoKernel {
   static constexpr int kCapacity = View::Layout::template capacity<C>;
-  static constexpr int kMinBlocksPerMultiprocessor = C::kMinBlocksPerMultiprocessor;
+  // C's setting; 0 for classes that declare none (the DynaSOAr shim's classes do not derive from Object).
+  static constexpr int kMinBlocksPerMultiprocessor = min_blocks_per_multiprocessor<C>;
   struct Item {
     std::uint64_t snapshot;
     std::uint32_t block;
