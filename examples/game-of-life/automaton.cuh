@@ -19,6 +19,16 @@
 #include <cstdio>
 #include <vector>
 
+// Resident thread blocks per multiprocessor of the Alive and Candidate method kernels
+// (soaheap::Object::kMinBlocksPerMultiprocessor), chosen per program before including this file.
+// Their `update`s allocate in a rare branch (a death leaves a Candidate, a birth makes an Alive):
+// uncapped, those paths hold 56 registers, 4 blocks. At 6 (40 registers), generation runs 0.84x
+// the time on an H200 and game-of-life 1.01x (auto) to 1.03x (no defragmentation), so only
+// generation sets it (docs/performance.md, twenty-third pass).
+#ifndef AUTOMATON_MIN_BLOCKS_PER_MULTIPROCESSOR
+#define AUTOMATON_MIN_BLOCKS_PER_MULTIPROCESSOR 0
+#endif
+
 namespace automaton {
 
 class Agent;
@@ -68,10 +78,7 @@ class Alive : public soaheap::Object<Alive, Agent> {
  public:
   using FieldTypes = soaheap::fields<std::uint8_t, std::uint8_t>;
   static constexpr const char* kName = "Alive";
-  // update's rare death allocates a Candidate (and Candidate::update's birth an Alive): without a
-  // cap those allocation paths hold 56 registers, 4 resident thread blocks per multiprocessor; at 6
-  // generation runs 0.85x the time on an H200 (docs/performance.md, twenty-third pass).
-  static constexpr int kMinBlocksPerMultiprocessor = 6;
+  static constexpr int kMinBlocksPerMultiprocessor = AUTOMATON_MIN_BLOCKS_PER_MULTIPROCESSOR;
   soaheap::Field<Alive, 0> state;  ///< 1 alive, 2.. dying
   soaheap::Field<Alive, 1> fresh;  ///< born in this step: must create candidates around it
 
@@ -94,7 +101,7 @@ class Candidate : public soaheap::Object<Candidate, Agent> {
  public:
   using FieldTypes = soaheap::fields<>;
   static constexpr const char* kName = "Candidate";
-  static constexpr int kMinBlocksPerMultiprocessor = 6;
+  static constexpr int kMinBlocksPerMultiprocessor = AUTOMATON_MIN_BLOCKS_PER_MULTIPROCESSOR;
 
   SOAHEAP_HD explicit Candidate(std::uint32_t new_position) : Object(new_position) {}
 
