@@ -187,10 +187,18 @@ SOAHEAP_HD void Alive::create_candidates(const View& heap, Cell** grid, Grid sha
   if (fresh == 0) return;
   const std::uint32_t at = position;
   const std::uint64_t key = ((step + 1) << 32) | (std::uint64_t{at} + 1);
+  unsigned won = 0;  // the neighbours whose claim this cell won
   for (int k = 0; k < kNeighbours; ++k) {
+    if (static_cast<std::uint64_t>(grid[shape.neighbour(at, k)]->claim) == key) won |= 1u << k;
+  }
+  // One candidate per round, not one per direction: the lanes of a warp that create their first
+  // (second, ...) candidate allocate together, so a warp makes as many passes through the
+  // allocator as its busiest lane creates candidates, not one per direction any lane won.
+  while (won != 0) {
+    const int k = soaheap::detail::lowest_set_bit(won);
+    won &= won - 1;
     const std::uint32_t neighbour = shape.neighbour(at, k);
-    Cell* cell = grid[neighbour];
-    if (static_cast<std::uint64_t>(cell->claim) == key) cell->agent = new (heap) Candidate(neighbour);
+    grid[neighbour]->agent = new (heap) Candidate(neighbour);
   }
 }
 
