@@ -113,9 +113,19 @@ class Candidate : public soaheap::Object<Candidate, Agent> {
 
 template <class View>
 SOAHEAP_HD int count_alive_neighbours(Cell** grid, Grid shape, std::uint32_t position) {
+  // The eight cells first, then their eight occupants, then the occupants' states: each stage's
+  // loads are independent of one another and go out together, where one loop over the neighbours
+  // made eight chains of three dependent loads, each waiting behind the branch of the one before.
+  Cell* cells[kNeighbours];
+  SOAHEAP_UNROLL
+  for (int k = 0; k < kNeighbours; ++k) cells[k] = grid[shape.neighbour(position, k)];
+  Agent* occupants[kNeighbours];
+  SOAHEAP_UNROLL
+  for (int k = 0; k < kNeighbours; ++k) occupants[k] = cells[k]->agent;
   int alive = 0;
+  SOAHEAP_UNROLL
   for (int k = 0; k < kNeighbours; ++k) {
-    Agent* occupant = grid[shape.neighbour(position, k)]->agent;
+    Agent* occupant = occupants[k];
     if (occupant != nullptr && is_a<Alive, View>(occupant) && static_cast<Alive*>(occupant)->state == 1) ++alive;
   }
   return alive;
