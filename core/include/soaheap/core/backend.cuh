@@ -90,6 +90,9 @@ inline unsigned host_thread_count(unsigned requested) {
 }
 
 inline constexpr unsigned kThreadsPerCudaBlock = 256;
+/// Thread blocks of kThreadsPerCudaBlock that one multiprocessor holds at full occupancy (2048
+/// resident threads on sm_70..sm_90).
+inline constexpr unsigned kFullBlocksPerMultiprocessor = 2048 / kThreadsPerCudaBlock;
 /// for_each_pipelined_row_kernel serves a list only when it fills the GPU 2·16 times over (8.6 M
 /// items on an H100: at least 32 rows per thread), and only where measured faster (RowKernelChoice).
 inline constexpr int kPipelinedRows = 16;
@@ -313,7 +316,7 @@ inline constexpr int min_blocks_per_multiprocessor<Body, std::void_t<decltype(Bo
 template <class Body>
 constexpr auto counted_thread_kernel() {
   constexpr int kMinBlocks = min_blocks_per_multiprocessor<Body>;
-  static_assert(kMinBlocks >= 0 && kMinBlocks <= static_cast<int>(2048 / kThreadsPerCudaBlock),
+  static_assert(kMinBlocks >= 0 && kMinBlocks <= static_cast<int>(kFullBlocksPerMultiprocessor),
                 "soaheap: kMinBlocksPerMultiprocessor must be 0 (the compiler's choice) to 8 (thread blocks of 256 threads per multiprocessor)");
   if constexpr (kMinBlocks > 0) {
     return &for_each_bounded_thread_kernel<kMinBlocks, Body>;
@@ -521,7 +524,7 @@ struct Executor {
       static const std::uint64_t resident_blocks = blocks_per_multiprocessor(thread_kernel) * multiprocessor_count();
       const std::uint64_t expected = expected_items(hint, max_count);
       if constexpr (kRows > 1) {
-        constexpr std::uint64_t full = 2048 / kThreadsPerCudaBlock;  // resident threads per SM on sm_70..sm_90
+        constexpr std::uint64_t full = kFullBlocksPerMultiprocessor;
         static const bool light = blocks_per_multiprocessor(for_each_counted_row_kernel<kRows, Body>) >= full;
         const std::uint64_t waves = resident_blocks * kThreadsPerCudaBlock;
         if (light && hint.host != nullptr && expected >= 2 * kRows * waves) {
