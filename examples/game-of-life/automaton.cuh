@@ -8,8 +8,12 @@
 // Candidate object, or is null. A dense array maps grid positions to Cells; it is re-registered
 // after every defragmentation run, so it stays right even if Cells move.
 //
+// A step starts with every alive cell adding one to the count of each of its eight neighbours'
+// agents (there is one: an empty cell has no alive neighbour), so only alive cells walk a
+// neighbourhood; the updates read their count and clear it for the next step.
+//
 // State after each step (checked against the sequential reference): Alive objects carry their
-// state (1 = alive, 2..C-1 = dying); every empty cell has no alive neighbour.
+// state (1 = alive, 2..C-1 = dying); every empty cell has no alive neighbour; every count is 0.
 
 #include "examples/game-of-life/rules.cuh"
 
@@ -54,25 +58,29 @@ class Cell : public soaheap::Object<Cell> {
 
 class Agent : public soaheap::Object<Agent> {
  public:
-  using FieldTypes = soaheap::fields<std::uint32_t, std::uint8_t>;
+  using FieldTypes = soaheap::fields<std::uint32_t, std::uint32_t>;
   static constexpr const char* kName = "Agent";
   static constexpr bool kAbstract = true;
   soaheap::Field<Agent, 0> position;
-  soaheap::Field<Agent, 1> alive_neighbours;  ///< counted in the first phase of a step
+  /// Alive neighbours: each adds one in the first phase of a step (Alive::tell_neighbours); the
+  /// update that reads it clears it.
+  soaheap::Field<Agent, 1> alive_neighbours;
 
   SOAHEAP_HD explicit Agent(std::uint32_t new_position) {
     position = new_position;
     alive_neighbours = 0;
   }
+  SOAHEAP_HD std::uint32_t* alive_neighbours_address() { return &static_cast<std::uint32_t&>(alive_neighbours); }
+  /// The count of this step, cleared for the next one.
+  SOAHEAP_HD std::uint32_t take_alive_neighbours() {
+    const std::uint32_t alive = alive_neighbours;
+    if (alive != 0) alive_neighbours = 0;
+    return alive;
+  }
 };
 
 class Alive;
 class Candidate;
-
-template <class T, class View, class Pointer>
-SOAHEAP_HD bool is_a(Pointer* object) {
-  return soaheap::detail::class_id_of(soaheap::detail::object_bits_of(object)) == View::template class_id<T>;
-}
 
 class Alive : public soaheap::Object<Alive, Agent> {
  public:
@@ -88,7 +96,7 @@ class Alive : public soaheap::Object<Alive, Agent> {
   }
 
   template <class View>
-  SOAHEAP_HD void count(const View&, Cell** grid, Grid shape);
+  SOAHEAP_HD void tell_neighbours(const View&, Cell** grid, Grid shape);
   template <class View>
   SOAHEAP_HD void update(const View& heap, Cell** grid, Rule rule);
   template <class View>
@@ -106,47 +114,37 @@ class Candidate : public soaheap::Object<Candidate, Agent> {
   SOAHEAP_HD explicit Candidate(std::uint32_t new_position) : Object(new_position) {}
 
   template <class View>
-  SOAHEAP_HD void count(const View&, Cell** grid, Grid shape);
-  template <class View>
   SOAHEAP_HD void update(const View& heap, Cell** grid, Rule rule);
 };
 
+/// The first phase of a step: an alive cell adds one to the count of each neighbour's agent. Only
+/// alive cells walk a neighbourhood, where counting by every agent had each candidate and alive
+/// cell read eight cells, their eight occupants and the occupants' states (candidates outnumber
+/// alive cells four to one in generation). The eight cells' loads go out together, then their
+/// eight occupants', then the eight additions, which nobody waits for.
 template <class View>
-SOAHEAP_HD int count_alive_neighbours(Cell** grid, Grid shape, std::uint32_t position) {
-  // The eight cells first, then their eight occupants, then the occupants' states: each stage's
-  // loads are independent of one another and go out together, where one loop over the neighbours
-  // made eight chains of three dependent loads, each waiting behind the branch of the one before.
+SOAHEAP_HD void Alive::tell_neighbours(const View&, Cell** grid, Grid shape) {
+  fresh = 0;
+  if (state != 1) return;
+  const std::uint32_t at = position;
   Cell* cells[kNeighbours];
   SOAHEAP_UNROLL
-  for (int k = 0; k < kNeighbours; ++k) cells[k] = grid[shape.neighbour(position, k)];
+  for (int k = 0; k < kNeighbours; ++k) cells[k] = grid[shape.neighbour(at, k)];
   Agent* occupants[kNeighbours];
   SOAHEAP_UNROLL
   for (int k = 0; k < kNeighbours; ++k) occupants[k] = cells[k]->agent;
-  int alive = 0;
   SOAHEAP_UNROLL
   for (int k = 0; k < kNeighbours; ++k) {
-    Agent* occupant = occupants[k];
-    if (occupant != nullptr && is_a<Alive, View>(occupant) && static_cast<Alive*>(occupant)->state == 1) ++alive;
+    if (occupants[k] != nullptr) soaheap::detail::atomic_add_no_return(occupants[k]->alive_neighbours_address(), 1u);
   }
-  return alive;
-}
-
-template <class View>
-SOAHEAP_HD void Alive::count(const View&, Cell** grid, Grid shape) {
-  fresh = 0;
-  if (state == 1) alive_neighbours = static_cast<std::uint8_t>(count_alive_neighbours<View>(grid, shape, position));
-}
-
-template <class View>
-SOAHEAP_HD void Candidate::count(const View&, Cell** grid, Grid shape) {
-  alive_neighbours = static_cast<std::uint8_t>(count_alive_neighbours<View>(grid, shape, position));
 }
 
 template <class View>
 SOAHEAP_HD void Alive::update(const View& heap, Cell** grid, Rule rule) {
-  if (fresh != 0) return;  // born in this step by Candidate::update
+  if (fresh != 0) return;  // born in this step by Candidate::update (its count is 0)
+  const std::uint32_t alive = take_alive_neighbours();
   const std::uint32_t s = state;
-  if (s == 1 && ((rule.survive_mask >> static_cast<std::uint8_t>(alive_neighbours)) & 1u) != 0) return;
+  if (s == 1 && ((rule.survive_mask >> alive) & 1u) != 0) return;
   if (s + 1 < rule.states) {
     state = static_cast<std::uint8_t>(s + 1);
     return;
@@ -160,7 +158,7 @@ SOAHEAP_HD void Alive::update(const View& heap, Cell** grid, Rule rule) {
 
 template <class View>
 SOAHEAP_HD void Candidate::update(const View& heap, Cell** grid, Rule rule) {
-  const std::uint32_t alive = alive_neighbours;
+  const std::uint32_t alive = take_alive_neighbours();
   const std::uint32_t at = position;
   if (((rule.born_mask >> alive) & 1u) != 0) {
     Cell* cell = grid[at];
@@ -261,8 +259,7 @@ struct Automaton {
   void step(HeapType& heap, std::uint64_t step_index) const {
     const View view = heap.view();
     Cell** map = grid_pointer();
-    heap.template parallel_do<Alive, &Alive::count<View>>(view, map, shape);
-    heap.template parallel_do<Candidate, &Candidate::count<View>>(view, map, shape);
+    heap.template parallel_do<Alive, &Alive::tell_neighbours<View>>(view, map, shape);
     // Candidates first: the candidates that dying cells leave behind must not be updated in the
     // step that created them (they have not been counted yet).
     heap.template parallel_do<Candidate, &Candidate::update<View>>(view, map, rule);
@@ -282,15 +279,18 @@ template <class HeapType>
 std::uint64_t compare(const HeapType& heap, Grid shape, const Reference& reference, const char* app) {
   const std::size_t n = std::size_t{shape.width} * shape.height;
   std::vector<std::uint8_t> state(n, 0), objects(n, 0), candidate(n, 0);
+  std::uint64_t uncleared = 0;  // counts left for the next step's additions
   heap.template for_each<Alive>([&](const Alive* alive) {
     const std::uint32_t at = alive->position;
     state[at] = alive->state;
     objects[at] += 1;
+    uncleared += static_cast<std::uint32_t>(alive->alive_neighbours) != 0 ? 1 : 0;
   });
   heap.template for_each<Candidate>([&](const Candidate* c) {
     const std::uint32_t at = c->position;
     candidate[at] = 1;
     objects[at] += 1;
+    uncleared += static_cast<std::uint32_t>(c->alive_neighbours) != 0 ? 1 : 0;
   });
   std::uint64_t linked = 0, agents = 0;
   heap.template for_each<Cell>([&](const Cell* cell) {
@@ -309,6 +309,11 @@ std::uint64_t compare(const HeapType& heap, Grid shape, const Reference& referen
                      app, i, reference.states()[i], state[i], objects[i], candidate[i]);
       ++violations;
     }
+  }
+  if (uncleared != 0) {
+    std::fprintf(stderr, "%s self-check: %llu agents kept a neighbour count after the step\n", app,
+                 static_cast<unsigned long long>(uncleared));
+    ++violations;
   }
   if (linked != agents) {
     std::fprintf(stderr, "%s self-check: %llu cells point to an agent but %llu agents exist\n", app,

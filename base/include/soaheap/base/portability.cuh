@@ -118,6 +118,15 @@ SOAHEAP_HD inline void atomic_add_no_return(std::uint64_t* address, std::uint64_
 #endif
 }
 
+/// atomic_add_no_return for 32-bit counters.
+SOAHEAP_HD inline void atomic_add_no_return(std::uint32_t* address, std::uint32_t value) {
+#if SOAHEAP_DEVICE_CODE
+  asm volatile("red.relaxed.gpu.add.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
+#else
+  __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+#endif
+}
+
 /// fetch_or with acquire ordering: the caller's later reads see what the writer published before
 /// the value this read-modify-write observed (a lighter alternative to fetch_or + full fence).
 SOAHEAP_HD inline std::uint64_t atomic_fetch_or_acquire(std::uint64_t* address, std::uint64_t mask) {
