@@ -7,26 +7,13 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 
 namespace soaheap::log {
 namespace {
 
 constexpr const char kLoggerName[] = "soaheap";
-
-/// An existing logger named "soaheap" (an application may register its own), else a new one on
-/// stderr whose level SOAHEAP_LOG_LEVEL sets.
-spdlog::logger& library_logger() {
-  static std::mutex creation;
-  static std::shared_ptr<spdlog::logger> logger;
-  const std::lock_guard<std::mutex> lock(creation);
-  if (auto existing = spdlog::get(kLoggerName)) {
-    logger = existing;
-  } else if (!logger) {
-    logger = spdlog::stderr_color_mt(kLoggerName);
-    if (const char* level = std::getenv("SOAHEAP_LOG_LEVEL")) logger->set_level(spdlog::level::from_str(level));
-  }
-  return *logger;
-}
 
 spdlog::level::level_enum to_spdlog(Level level) {
   switch (level) {
@@ -34,11 +21,66 @@ spdlog::level::level_enum to_spdlog(Level level) {
     case Level::debug: return spdlog::level::debug;
     case Level::info: return spdlog::level::info;
     case Level::warn: return spdlog::level::warn;
-    default: return spdlog::level::err;
+    case Level::error: return spdlog::level::err;
+    default: return spdlog::level::off;
   }
 }
 
+/// The level SOAHEAP_LOG_LEVEL asks for now (warnings and errors when it is unset).
+spdlog::level::level_enum environment_level() {
+  return to_spdlog(level_from_environment(std::getenv("SOAHEAP_LOG_LEVEL")));
+}
+
+std::mutex& creation_mutex() {
+  static std::mutex creation;
+  return creation;
+}
+
+/// The logger the library created itself, once it has (never one the application registered).
+std::shared_ptr<spdlog::logger>& own_logger() {
+  static std::shared_ptr<spdlog::logger> logger;
+  return logger;
+}
+
+/// The logger named "soaheap": one the application registered, else one the library creates on
+/// stderr at the level SOAHEAP_LOG_LEVEL names (default: warnings and errors only).
+std::shared_ptr<spdlog::logger> library_logger_locked() {
+  if (auto existing = spdlog::get(kLoggerName)) return existing;
+  const auto level = environment_level();  // a bad value throws before anything is registered
+  own_logger() = spdlog::stderr_color_mt(kLoggerName);
+  own_logger()->set_level(level);
+  return own_logger();
+}
+
+spdlog::logger& library_logger() {
+  static std::shared_ptr<spdlog::logger> logger;
+  const std::lock_guard<std::mutex> lock(creation_mutex());
+  auto current = library_logger_locked();
+  if (current != logger) logger = current;
+  return *logger;
+}
+
 }  // namespace
+
+Level level_from_environment(const char* value) {
+  if (value == nullptr || *value == '\0') return Level::warn;
+  const std::string name(value);
+  if (name == "trace") return Level::trace;
+  if (name == "debug") return Level::debug;
+  if (name == "info") return Level::info;
+  if (name == "warn" || name == "warning") return Level::warn;
+  if (name == "error" || name == "err" || name == "critical") return Level::error;
+  if (name == "off") return Level::off;
+  throw std::invalid_argument("SOAHEAP_LOG_LEVEL=\"" + name +
+                              "\" is not a log level (trace, debug, info, warn, error, off)");
+}
+
+void configure_from_environment() {
+  const auto level = environment_level();
+  const std::lock_guard<std::mutex> lock(creation_mutex());
+  const auto current = library_logger_locked();
+  if (current == own_logger()) current->set_level(level);
+}
 
 bool enabled(Level level) { return library_logger().should_log(to_spdlog(level)); }
 

@@ -2,9 +2,12 @@
 /// @file log.hpp
 /// @brief The library's log: lines on the "soaheap" spdlog logger, written by a host-compiled
 ///        function (base/src/log.cpp), so that translation units compiled by nvcc never parse
-///        spdlog or fmt. The level comes from SOAHEAP_LOG_LEVEL when set (e.g.
-///        SOAHEAP_LOG_LEVEL=debug for per-pass lines); an application may register its own logger
-///        named "soaheap" before the library's first line.
+///        spdlog or fmt. A library is quiet unless asked: by default only warnings and errors
+///        are written. SOAHEAP_LOG_LEVEL=info adds one line per defragmentation run and policy
+///        decision, =debug the details of each (trace, debug, info, warn, error, off; any other
+///        value is an std::invalid_argument naming it). An application may instead register its
+///        own spdlog logger named "soaheap" before the library's first line; its level is then
+///        the application's.
 ///
 /// Usage: `log::info("defrag ", name, ": ", blocks, " blocks freed in ", log::fixed(ms), " ms")`;
 /// the parts are formatted only when the level is enabled.
@@ -15,7 +18,14 @@
 
 namespace soaheap::log {
 
-enum class Level { trace, debug, info, warn, error };
+enum class Level { trace, debug, info, warn, error, off };
+
+/// @brief The level a value of SOAHEAP_LOG_LEVEL names; null or empty: Level::warn (the default).
+/// @throws std::invalid_argument for any other name.
+Level level_from_environment(const char* value);
+/// @brief Reads SOAHEAP_LOG_LEVEL again and sets the level of the library's own logger (not of a
+///        logger the application registered). The library reads it once, at its first line.
+void configure_from_environment();
 
 /// @brief Whether lines of @p level reach the log now.
 bool enabled(Level level);
