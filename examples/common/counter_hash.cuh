@@ -48,7 +48,7 @@ SOAHEAP_HD inline float uniform_float(std::uint64_t seed, std::uint64_t salt, st
   return static_cast<float>(hash3(seed, salt, index) >> 40) * (1.0f / 16777216.0f);
 }
 
-/// @brief A three-word hash with splitmix64's finaliser (the grid applications: game-of-life,
+/// @brief A three-word hash with splitmix64's finaliser (the grid applications: game_of_life,
 ///        generation, structure and its baseline). A different stream from hash3(); each
 ///        application keeps the one its recorded results were made with.
 SOAHEAP_HD inline std::uint64_t splitmix_hash3(std::uint64_t seed, std::uint64_t salt, std::uint64_t value) {

@@ -1,6 +1,6 @@
 #pragma once
 /// @file ranks.cuh
-/// @brief The ranks of the distributed examples (particles, wa-tor-slabs, migrate_bench): the
+/// @brief The ranks of the distributed examples (particles, wa_tor_slabs, migrate_bench): the
 ///        options `--ranks N` (N threads of this process, LocalGroup) and `--transport nccl` (one
 ///        MPI process per GPU), running each rank's part of the program, and bringing every rank's
 ///        figures to the process that prints the result line.

@@ -1,6 +1,6 @@
 #pragma once
 /// @file torus.cuh
-/// @brief The four neighbours of a cell on a wrapped-around grid (sugarscape, wa-tor and its
+/// @brief The four neighbours of a cell on a wrapped-around grid (sugarscape, wa_tor and its
 ///        baseline), so that applications and baselines agree on the directions' order.
 
 #include <soaheap/base/portability.cuh>

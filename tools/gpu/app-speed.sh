@@ -21,8 +21,8 @@ if [ "$what" = all ] || [ "$what" = ncu ]; then
     ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel --csv "$@" \
       2>&1 | grep -v '^==PROF==' >>"$out/ncu.txt"
   }
-  profile wa-tor "$bin/wa-tor" --backend cuda --size 2048 --iterations 20
-  profile wator_baseline "$bin/wator_baseline" --backend cuda --size 2048 --iterations 20
+  profile wa_tor "$bin/wa_tor" --backend cuda --size 2048 --iterations 20
+  profile wa_tor_baseline "$bin/wa_tor_baseline" --backend cuda --size 2048 --iterations 20
   profile collision "$bin/collision" --backend cuda --size 65536 --iterations 5
   profile collision_baseline "$bin/collision_baseline" --backend cuda --size 65536 --iterations 5
   profile structure "$bin/structure" --backend cuda --iterations 20
@@ -37,7 +37,7 @@ if [ "$what" = all ] || [ "$what" = deep ]; then
     ncu --clock-control none --set full --kernel-name-base demangled -k "regex:$kernel" --launch-skip 2 \
       --launch-count 1 "$@" 2>&1 | grep -v '^==PROF==' >>"$out/ncu_deep.txt"
   }
-  deep 'Fish::commit_move' "$bin/wa-tor" --backend cuda --size 2048 --iterations 5
-  deep 'Fish::request_move' "$bin/wa-tor" --backend cuda --size 2048 --iterations 5
+  deep 'Fish::commit_move' "$bin/wa_tor" --backend cuda --size 2048 --iterations 5
+  deep 'Fish::request_move' "$bin/wa_tor" --backend cuda --size 2048 --iterations 5
   deep 'compute_force' "$bin/collision" --backend cuda --size 65536 --iterations 5
 fi

@@ -14,10 +14,10 @@ mpi=(mpirun --allow-run-as-root -x NCCL_NVLS_ENABLE -x NCCL_DEBUG)
   for n in 1 "$gpus"; do
     echo "== particles (self-check: the same fingerprint for every rank count) on $n ranks"
     timeout 300 "${mpi[@]}" -np "$n" "$bin/particles" --backend cuda --transport nccl --size 256 --iterations 200 | tee -a "$jsonl"
-    echo "== wa-tor-slabs 512 (self-check against the reference) on $n ranks"
-    timeout 300 "${mpi[@]}" -np "$n" "$bin/wa-tor-slabs" --backend cuda --transport nccl --size 512 --iterations 100 | tee -a "$jsonl"
-    echo "== wa-tor-slabs $size (strong scaling) on $n ranks"
-    timeout 600 "${mpi[@]}" -np "$n" "$bin/wa-tor-slabs" --backend cuda --transport nccl --size "$size" --iterations 100 | tee -a "$jsonl"
+    echo "== wa_tor_slabs 512 (self-check against the reference) on $n ranks"
+    timeout 300 "${mpi[@]}" -np "$n" "$bin/wa_tor_slabs" --backend cuda --transport nccl --size 512 --iterations 100 | tee -a "$jsonl"
+    echo "== wa_tor_slabs $size (strong scaling) on $n ranks"
+    timeout 600 "${mpi[@]}" -np "$n" "$bin/wa_tor_slabs" --backend cuda --transport nccl --size "$size" --iterations 100 | tee -a "$jsonl"
     echo "== migrate_bench 100 M objects, 1 % per iteration, on $n ranks"
     timeout 300 "${mpi[@]}" -np "$n" "$bin/migrate_bench" --backend cuda --transport nccl --objects 100000000 --departures --placement blocks | tee -a "$jsonl"
   done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # DynaSOAr compatibility on a GPU machine (issue 11): the cuda compatibility suite (a DynaSOAr-style
 # program through the shim, checked against the native-API program), then the fireworks example
-# (examples/dynasoar_compat) at a small and a large iteration count, under compute-sanitizer once.
+# (examples/dynasoar/compat) at a small and a large iteration count, under compute-sanitizer once.
 # Builds nothing: expects build-gpu/bin from `cmake -S . -B build-gpu -DCMAKE_CUDA_ARCHITECTURES=90`.
 # Usage (repo root): tools/gpu/dynasoar-compat.sh [BIN_DIR]   Writes "$OUT"/dynasoar-compat.log.
 # Exit status: non-zero when any step failed. Runtime: well under a minute on an H100.

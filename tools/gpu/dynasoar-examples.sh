@@ -30,7 +30,7 @@
 #   build's register cap; empty: none), GOL_PGM (a game-of-life .pgm data
 #   set; without it a 2000x2000 random one is generated), WITH_DEBUG=1 (also build and run wa-tor,
 #   collision and nbody without -DNDEBUG, which prints their checksums, and sugarscape
-#   and a small collision whose checksums examples/dynasoar_* given the same parameters print; their
+#   and a small collision whose checksums examples/dynasoar/* given the same parameters print; their
 #   traffic does not compile without -DNDEBUG: it prints a variable that only OPTION_RENDER declares).
 # The programs' default sizes are those of the DynaSOAr paper: several run for minutes with their
 # default iteration counts, so the default TIMEOUT stops them (a timed-out run is recorded, not an
@@ -94,7 +94,7 @@ if [ "${WITH_DEBUG:-0}" = 1 ]; then
              "barnes_hut_patched_debug|@patched/example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DPARAM_NUM_ITER=20"
              "barnes_hut_patched_small_debug|@patched/example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DPARAM_NUM_ITER=20 -DPARAM_SIZE=20000"
              "barnes_hut_small_debug|example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DPARAM_NUM_ITER=20 -DPARAM_SIZE=20000"
-             # Checksums to hold against examples/dynasoar_* (same parameters on their command line).
+             # Checksums to hold against examples/dynasoar/* (same parameters on their command line).
              "sugarscape_debug|example/sugarscape/dynasoar/sugarscape.cu||-O3"
              "collision_small_debug|example/collision/dynasoar/collision.cu||-O3 -DPARAM_NUM_ITER=50 -DPARAM_MAX_OBJ=1048576")
 fi
@@ -103,17 +103,17 @@ fi
 # arguments. Their sizes and iteration counts where the native application has the same notion
 # (fewer iterations than their defaults where a run would take minutes). The native applications of
 # the first entries follow rules of their own (docs/dynasoar-migration.md says what differs); the
-# *_port entries compare with DynaSOAr's program written with the native API (examples/dynasoar_*).
+# *_port entries compare with DynaSOAr's program written with the native API (examples/dynasoar/*).
 comparisons=(
-  "cmp_wator|example/wa-tor/dynasoar/wator.cu||-O3 -DNDEBUG -DPARAM_SIZE_X=2048 -DPARAM_SIZE_Y=2048|wa-tor --size 2048 --iterations 500"
+  "cmp_wator|example/wa-tor/dynasoar/wator.cu||-O3 -DNDEBUG -DPARAM_SIZE_X=2048 -DPARAM_SIZE_Y=2048|wa_tor --size 2048 --iterations 500"
   "cmp_collision|example/collision/dynasoar/collision.cu||-O3 -DNDEBUG -DPARAM_NUM_ITER=500|collision --size 40000 --iterations 500"
   "cmp_nbody|example/nbody/dynasoar/nbody.cu||-O3 -DNDEBUG -DPARAM_NUM_ITER=500|nbody --size 20000 --iterations 500"
   "cmp_barnes_hut|@patched/example/barnes-hut-dynamic/dynasoar/barnes_hut.cu||-O3 -DNDEBUG -DPARAM_NUM_ITER=100|barnes_hut --size 300000 --iterations 100"
   "cmp_sugarscape|example/sugarscape/dynasoar/sugarscape.cu||-O3 -DNDEBUG|sugarscape --size 1700 --iterations 10000"
-  "cmp_gol|example/game-of-life/dynasoar/gol.cu|example/game-of-life/dataset_loader.cu|-O3 -DNDEBUG|game-of-life --size 2000 --iterations 300 --density 100"
+  "cmp_gol|example/game-of-life/dynasoar/gol.cu|example/game-of-life/dataset_loader.cu|-O3 -DNDEBUG|game_of_life --size 2000 --iterations 300 --density 100"
   "cmp_traffic|example/traffic/dynasoar/traffic.cu||-O3 -DNDEBUG|traffic --size 35000 --iterations 12000"
   "cmp_structure|example/structure/dynasoar/structure.cu|example/structure/dataset.cc|-O3 -DNDEBUG|structure --size 707 --iterations 7500"
-  # Against the same program written with the native API (examples/dynasoar_*: their rules, random
+  # Against the same program written with the native API (examples/dynasoar/*: their rules, random
   # numbers, heap size and memory), which isolates what the shim costs.
   "cmp_collision_port|example/collision/dynasoar/collision.cu||-O3 -DNDEBUG -DPARAM_NUM_ITER=500|dynasoar_collision --size 40000 --iterations 500"
   "cmp_sugarscape_port|example/sugarscape/dynasoar/sugarscape.cu||-O3 -DNDEBUG|dynasoar_sugarscape --size 1700 --iterations 10000"
@@ -254,7 +254,7 @@ if [ "$mode" = compare ] || [ "$mode" = compare-run ]; then
       native_rc=$?
       result="$(grep -E '^\{.*"total_time_s"' <<<"$native_out" | tail -n 1)"
       echo "${result:-$(tail -n 20 <<<"$native_out")}" >>"$log"
-      # The native result line's time of its iterations where it reports one (the examples/dynasoar_*
+      # The native result line's time of its iterations where it reports one (the examples/dynasoar/*
       # programs time what DynaSOAr's programs print: the iterations), else its total time (setup +
       # iterations; its self-check is timed apart).
       native_s=$(python3 -c 'import json, sys

@@ -27,8 +27,8 @@ bench() {  # name, soaheap-bench arguments...
     --output "$out/$name.jsonl" ${BENCH_ARGS:+--extra-args "$BENCH_ARGS"} "$@" >"$out/$name.txt" 2>"$out/$name.log"
 }
 bench core-apps --apps collision,structure,nbody --mass-threshold 5%
-bench agents-auto --apps wa-tor,sugarscape,traffic,generation,game-of-life --policy auto --no-baselines
-bench agents-paper --apps wa-tor,sugarscape,traffic,generation,game-of-life --mass-threshold 5%
+bench agents-auto --apps wa_tor,sugarscape,traffic,generation,game_of_life --policy auto --no-baselines
+bench agents-paper --apps wa_tor,sugarscape,traffic,generation,game_of_life --mass-threshold 5%
 
 : >"$out/defrag.jsonl"
 for order in none field; do

@@ -24,7 +24,7 @@ def lines(path):
 
 def by_app(rows):
     """{app: {variant: result}} from soaheap-bench's raw lines. A baseline names itself after its own
-    binary (e.g. wator_baseline), so it is filed under the application whose runs precede it:
+    binary (e.g. wa_tor_baseline), so it is filed under the application whose runs precede it:
     soaheap-bench runs each application's off, on and baseline variants one after the other."""
     table = {}
     current = None
@@ -62,17 +62,17 @@ def main(out):
 
     auto = by_app(lines(f"{out}/agents-auto.jsonl"))
     paper = by_app(lines(f"{out}/agents-paper.jsonl"))
-    for app, limit in (("wa-tor", 2.0), ("sugarscape", 1.0), ("traffic", 1.0), ("generation", 3.0), ("game-of-life", 6.0)):
+    for app, limit in (("wa_tor", 2.0), ("sugarscape", 1.0), ("traffic", 1.0), ("generation", 3.0), ("game_of_life", 6.0)):
         on = auto.get(app, {}).get("on", {}).get("total_time_s")
         baseline = paper.get(app, {}).get("baseline", {}).get("total_time_s")
         results.append(("19", f"{app} with auto (ordering) / baseline", ratio(on, baseline), limit, "<="))
-    for app in ("wa-tor", "sugarscape", "traffic", "generation", "game-of-life"):
+    for app in ("wa_tor", "sugarscape", "traffic", "generation", "game_of_life"):
         runs = auto.get(app, {})
         time_ratio = ratio(runs.get("on", {}).get("total_time_s"), runs.get("off", {}).get("total_time_s"))
-        if app == "wa-tor":
-            results.append(("19", "wa-tor auto / none, time", time_ratio, 0.85, "<="))
+        if app == "wa_tor":
+            results.append(("19", "wa_tor auto / none, time", time_ratio, 0.85, "<="))
             peak = ratio(runs.get("on", {}).get("peak_allocated_blocks"), runs.get("off", {}).get("peak_allocated_blocks"))
-            results.append(("19", "wa-tor auto / none, peak blocks", peak, 0.50, "<="))
+            results.append(("19", "wa_tor auto / none, peak blocks", peak, 0.50, "<="))
         else:
             results.append(("19", f"{app} auto / none, time", time_ratio, 1.01, "<="))
         paper_on = paper.get(app, {}).get("on", {}).get("total_time_s")

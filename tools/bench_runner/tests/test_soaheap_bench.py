@@ -89,7 +89,7 @@ class RatioTest(unittest.TestCase):
         self.assertEqual(table["collision"], ("every:50", 10))
         self.assertEqual(table["structure"], ("every:50", 10))
         self.assertEqual(table["generation"], ("every:50", 2))
-        self.assertEqual(table["wa-tor"], ("mass", 9))
+        self.assertEqual(table["wa_tor"], ("mass", 9))
 
     def test_auto_policy_replaces_the_papers_settings(self):
         self.assertEqual(bench.policy_arguments("auto", None, None), ["--defrag-policy", "auto"])
@@ -113,13 +113,18 @@ class RatioTest(unittest.TestCase):
 
     def test_every_application_but_barnes_hut_has_a_baseline(self):
         names = {name for name, _, _, _ in bench.APPLICATIONS}
-        self.assertEqual(names - set(bench.BASELINES), {"barnes-hut"})
+        self.assertEqual(names - set(bench.BASELINES), {"barnes_hut"})
         self.assertLessEqual(set(bench.BASELINES), names)
-        # The first name of each baseline is the binary examples/ builds (examples/<name>/).
+        # The first name of each baseline is the binary examples/ builds (examples/baselines/<app>/
+        # builds <app>_baseline), and the first name of each application is its own folder's.
         examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples")
         if os.path.isdir(examples):
             for name, binaries in bench.BASELINES.items():
-                self.assertTrue(os.path.isfile(os.path.join(examples, binaries[0], "CMakeLists.txt")), (name, binaries))
+                self.assertEqual(binaries[0], name + "_baseline")
+                self.assertTrue(os.path.isfile(os.path.join(examples, "baselines", name, "CMakeLists.txt")), (name, binaries))
+            for name, binaries, _, _ in bench.APPLICATIONS:
+                self.assertEqual(binaries[0], name)
+                self.assertTrue(os.path.isfile(os.path.join(examples, "applications", name, "CMakeLists.txt")), name)
 
     def test_parse_result_line_skips_logs(self):
         self.assertEqual(bench.parse_result_line('log\n{"a": 1}\nmore log\n'), {"a": 1})
@@ -130,7 +135,7 @@ class RunnerTest(unittest.TestCase):
     def setUp(self):
         self.directory = tempfile.TemporaryDirectory()
         self.bin_dir = self.directory.name
-        for name in ("collision", "wator", "nbody"):
+        for name in ("collision", "wa_tor", "nbody"):
             write_executable(os.path.join(self.bin_dir, name), FAKE_APP)
         write_executable(os.path.join(self.bin_dir, "collision_baseline"), FAKE_BASELINE)
         self.output = os.path.join(self.bin_dir, "results.jsonl")
@@ -153,15 +158,15 @@ class RunnerTest(unittest.TestCase):
         code, text = self.run_tool()
         self.assertEqual(code, 0, text)
         rows = self.rows(text)
-        self.assertEqual(set(rows), {"collision", "wa-tor", "nbody"})
+        self.assertEqual(set(rows), {"collision", "wa_tor", "nbody"})
         collision = rows["collision"]
         self.assertEqual(collision[1:3], ["every:50", "10"])
         self.assertEqual(collision[3:11], ["2.000", "1.500", "0.750", "0.800", "20.0%", "0.500", "4.00", "ok"])
-        self.assertEqual(rows["wa-tor"][1:3], ["mass:10%", "9"])
+        self.assertEqual(rows["wa_tor"][1:3], ["mass:10%", "9"])
         self.assertEqual(rows["nbody"][8:10], ["-", "-"])  # no nbody_baseline here
         self.assertIn("missing binaries", text)
         for name in ("structure", "generation", "game_of_life", "sugarscape", "traffic", "barnes_hut",
-                     "wator_baseline", "nbody_baseline"):
+                     "wa_tor_baseline", "nbody_baseline"):
             self.assertIn(name, text.split("missing binaries")[1])
         with open(self.output, encoding="utf-8") as handle:
             lines = [json.loads(line) for line in handle]
