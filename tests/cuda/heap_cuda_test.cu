@@ -36,7 +36,7 @@ struct AllocateRagged {
 
 // HeapOptions::pack_allocations: diverged lanes that find only blocks that filled up under them
 // look again before starting a block. Without it this loop left the blocks of an 8x heap about 55 %
-// full on an H100; packed they were 98-99 % full (docs/performance.md).
+// full on an H100; packed they were 98-99 % full (docs/decisions/004-pack-allocations-opt-in.md).
 TEST_P(BackendTest, PackedAllocationsFillTheBlocksOfARaggedAllocationLoop) {
   const std::uint64_t threads = 32768;
   std::uint64_t total = 0;

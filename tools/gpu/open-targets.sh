@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every speed target of the open issues (core loop, ordered compaction and auto policy) measured in
-# ONE visit to a GPU machine, with a table of target, measured value and verdict at the end; device
-# time is the scarce resource (docs/performance.md). With "suites" it first runs the CUDA suites
+# one run on a GPU machine, with a table of target, measured value and verdict at the end; device
+# time is the scarce resource (docs/benchmarks/ holds the current figures). With "suites" it first runs the CUDA suites
 # plain and under compute-sanitizer (tools/gpu/suites.sh).
 # Usage: tools/gpu/open-targets.sh BIN_DIR OUT_DIR [suites]
 # Environment (for a smoke test on a machine without a GPU): BACKEND=host, PDO_ARGS and DEFRAG_ARGS

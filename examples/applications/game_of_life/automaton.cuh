@@ -28,8 +28,8 @@
 // Their `update`s allocate in a rare branch (a death leaves a Candidate, a birth makes an Alive):
 // uncapped, those paths hold 56 registers, 4 blocks. At 6 (40 registers), generation runs 0.84x
 // the time on an H200 and game_of_life 1.01x (auto) to 1.03x (no defragmentation), so only
-// generation sets it (docs/performance.md, twenty-third pass; with the counts added by alive
-// cells still 0.96x for generation, twenty-fifth pass).
+// generation sets it (with the counts added by alive cells still 0.96x for generation;
+// docs/decisions/007-min-blocks-per-multiprocessor.md).
 #ifndef AUTOMATON_MIN_BLOCKS_PER_MULTIPROCESSOR
 #define AUTOMATON_MIN_BLOCKS_PER_MULTIPROCESSOR 0
 #endif

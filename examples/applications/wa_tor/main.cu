@@ -153,7 +153,7 @@ class Shark : public soaheap::Object<Shark, Agent> {
     const bool breeds = moves && breed_age >= breed_time;
     Cell* old_cell = position;
     // Reserved together, but not next to the parent: that made this kernel slower
-    // (docs/performance.md, twenty-second pass).
+    // (docs/decisions/006-create-if-near.md).
     Shark* child = soaheap::create_if<Shark>(heap, breeds, old_cell);
     if (moves) {
       Cell* new_cell = target;

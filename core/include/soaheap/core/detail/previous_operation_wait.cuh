@@ -4,7 +4,7 @@
 ///        host waits for the one before it, not for the one it just launched.
 ///
 /// Waiting for an operation's own end leaves the GPU idle from that end until the host's next
-/// launch has reached it (about 7–9 µs on an H100, docs/performance.md, ninth pass); waiting for the
+/// launch has reached it (about 7–9 µs on an H100, docs/decisions/023-dynasoar-handle-waits-for-the-previous-operation.md); waiting for the
 /// previous one instead finds the next operation already queued behind the current one. Two CUDA
 /// events on the executor's stream, used in turn (no timing); nothing on the host backend, whose
 /// operations have finished when they return.
