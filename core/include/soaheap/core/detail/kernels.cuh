@@ -145,7 +145,7 @@ struct EnumerationTarget {
 /// Which interval of an EnumerationClock one enumeration launch widens (HeapOptions::time_enumeration
 /// on cuda); without a clock it times nothing. The stamps replace two CUDA events per parallel_do:
 /// recording them cost a waited operation 5.4 µs (parallel_do_bench small_class_waited_timed on
-/// an H100, docs/performance.md), a lane's two atomics per warp cost nothing measurable.
+/// an H100; docs/dynasoar-migration.md, "What differs"), a lane's two atomics per warp cost nothing measurable.
 struct EnumerationStamp {
   EnumerationClock* clock = nullptr;
   int slot = 0;
@@ -206,11 +206,11 @@ SOAHEAP_HD inline void list_block(const EnumerationTarget& target, std::uint64_t
 /// free ones: a parallel_do over an empty class cost as much as one over a full heap, and a
 /// program of many short parallel_dos over a large heap paid it on every one (DynaSOAr's
 /// structure through the shim on an H100: enumeration 10.4 → 8.6 s of 60 → 57 s; see
-/// docs/performance.md). Nothing allocates during the enumeration, so plain loads are enough; it
+/// docs/decisions/012-snapshot-in-the-list-and-rows.md). Nothing allocates during the enumeration, so plain loads are enough; it
 /// needs no temporary memory and no result on the host.
 template <class View, int kTargets>
 struct EnumerateKernel {
-  static constexpr int kBlocksPerLane = 4;  // measured best of 1, 4, 8, 16 (docs/performance.md)
+  static constexpr int kBlocksPerLane = 4;  // measured best of 1, 4, 8, 16 (docs/decisions/012-snapshot-in-the-list-and-rows.md)
   static constexpr std::uint64_t kBlocksPerWarp = 32 * kBlocksPerLane;
   /// Threads per target for a heap of @p blocks blocks (whole warps).
   SOAHEAP_HD static std::uint64_t threads_for(std::uint64_t blocks) {
@@ -300,7 +300,7 @@ SOAHEAP_UNROLL
 /// dense step made the grid of an empty parallel_do over a 1 M-object heap 5.6 µs of GPU time
 /// (an empty kernel: 2.3 µs), so back-to-back empty parallel_dos ran at the GPU's pace rather than
 /// the launches'; with this one, over a 16.7 M-object heap, 5.0 → 3.6–4.3 µs per call
-/// (docs/performance.md, sixth pass).
+/// (docs/decisions/014-tiny-and-short-lists.md).
 /// Each listed level-0 word takes its entries with one atomic; a block with free slots has its
 /// header read for the snapshot, as in EnumerateKernel.
 template <class View>
