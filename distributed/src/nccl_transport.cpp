@@ -1,4 +1,4 @@
-// NcclTransport and MpiSession (nccl_transport.hpp): the only file that includes nccl.h and mpi.h.
+// NcclTransport (nccl_transport.hpp): the only file that includes nccl.h (mpi.h also in mpi_session.cpp, mpi_transport.cpp).
 #include <soaheap/core/errors.hpp>
 #include <soaheap/distributed/nccl_transport.hpp>
 
@@ -47,26 +47,6 @@ struct DeviceWords {
 };
 
 }  // namespace
-
-MpiSession::MpiSession(int& argc, char**& argv) {
-  int initialized = 0;
-  check_mpi(MPI_Initialized(&initialized), "MPI_Initialized");
-  if (!initialized) {
-    check_mpi(MPI_Init(&argc, &argv), "MPI_Init");
-    finalize_ = true;
-  }
-  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
-  MPI_Comm host;
-  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host), "MPI_Comm_split_type");
-  check_mpi(MPI_Comm_rank(host, &local_rank_), "MPI_Comm_rank (host)");
-  check_mpi(MPI_Comm_size(host, &local_size_), "MPI_Comm_size (host)");
-  MPI_Comm_free(&host);
-}
-
-MpiSession::~MpiSession() {
-  if (finalize_) MPI_Finalize();
-}
 
 struct NcclTransport::Impl {
   ncclComm_t comm = nullptr;

@@ -103,6 +103,7 @@ struct MigrationScratch {
   soaheap::detail::Memory send_buffer;
   soaheap::detail::Memory receive_buffer;
   soaheap::detail::Memory fresh_blocks;      ///< u32 per group of arrivals (fresh_blocks placement)
+  const Transport* agreed_with = nullptr;    ///< the transport whose ranks were found to hold the same heap type
 
   static void grow(soaheap::detail::Memory& memory, Backend backend, std::uint64_t bytes) {
     if (memory.bytes() < bytes) memory = soaheap::detail::Memory(backend, bytes + bytes / 4);
@@ -115,6 +116,55 @@ struct MigrationScratch {
       grow(*memory, backend, per_rank_bytes);
   }
 };
+
+/// FNV-1a over @p bytes, continuing from @p hash.
+inline std::uint64_t fingerprint_bytes(std::uint64_t hash, const void* bytes, std::size_t count) {
+  const auto* data = static_cast<const unsigned char*>(bytes);
+  for (std::size_t i = 0; i < count; ++i) hash = (hash ^ data[i]) * 0x100000001b3ull;
+  return hash;
+}
+template <class C>
+std::uint64_t fingerprint_class(std::uint64_t hash) {
+  const std::string name = C::kName;
+  hash = fingerprint_bytes(hash, name.data(), name.size() + 1);
+  const std::uint64_t shape[2] = {static_cast<std::uint64_t>(all_field_types_t<C>::size), WireLayout<C>::message_bytes(1)};
+  return fingerprint_bytes(hash, shape, sizeof(shape));
+}
+/// What must be equal on every rank for objects to migrate: the heap's classes, in order, with
+/// their names and wire shapes.
+template <class... Classes>
+std::uint64_t class_list_fingerprint(const Heap<Classes...>&) {
+  std::uint64_t hash = 0xcbf29ce484222325ull;
+  ((hash = fingerprint_class<Classes>(hash)), ...);
+  return hash;
+}
+template <class... Classes>
+std::string class_list_names(const Heap<Classes...>&) {
+  std::string names;
+  ((names += (names.empty() ? "" : ", ") + std::string(Classes::kName)), ...);
+  return names;
+}
+
+/// At the first migration of @p heap over @p transport, every rank's class list is compared (one
+/// extra exchange of counts, once). Ranks with different heaps would misread each other's
+/// messages; every rank sees every other's fingerprint, so all refuse alike, before anything moves.
+template <class HeapT>
+void agree_on_heap(HeapT& heap, Transport& transport, MigrationScratch& scratch) {
+  if (scratch.agreed_with == &transport) return;
+  const std::uint64_t mine = class_list_fingerprint(heap);
+  const auto n = static_cast<std::size_t>(transport.size());
+  const std::vector<std::uint64_t> send(n, mine);
+  std::vector<std::uint64_t> received(n, 0);
+  transport.exchange_counts(send.data(), received.data());
+  std::string differing;
+  for (std::size_t p = 0; p < n; ++p)
+    if (received[p] != mine) differing += (differing.empty() ? "" : ", ") + std::to_string(p);
+  if (!differing.empty())
+    throw usage_error("soaheap: migrate: the heap of rank(s) " + differing + " has other classes than rank " +
+                      std::to_string(transport.rank()) + "'s (" + class_list_names(heap) +
+                      "): every rank must build the same soaheap::Heap<...> type, classes in the same order");
+  scratch.agreed_with = &transport;
+}
 
 /// Host-side offsets of the messages of one class: byte offset of each and the total.
 template <class C>
@@ -301,6 +351,7 @@ MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& des
                        const MigrationOptions& options = MigrationOptions{}) {
   const auto start = std::chrono::steady_clock::now();
   heap.synchronize();  // earlier errors surface before anything moves
+  detail::agree_on_heap(heap, transport, heap.template attachment<detail::MigrationScratch>());
   MigrationStats stats;
   const std::exception_ptr error = detail::step_each_class<T>(heap, transport, stats, [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
@@ -323,6 +374,7 @@ MigrationStats migrate_departures(HeapT& heap, Transport& transport, Departures&
                                   const MigrationOptions& options = MigrationOptions{}) {
   const auto start = std::chrono::steady_clock::now();
   heap.synchronize();  // the kernels that recorded departures are done; earlier errors surface
+  detail::agree_on_heap(heap, transport, heap.template attachment<detail::MigrationScratch>());
   const std::uint64_t recorded = departures.recorded();
   const std::uint64_t count = recorded < departures.capacity() ? recorded : departures.capacity();
   MigrationStats stats;

@@ -5,36 +5,16 @@
 ///        rank 0's NCCL unique id; each process takes the GPU `local rank % visible GPUs` of its
 ///        host, so nothing names ranks, hosts or devices. Compiled into soaheap_distributed_nccl
 ///        when CMake finds NCCL and MPI (SOAHEAP_DISTRIBUTED=AUTO); SOAHEAP_HAS_NCCL says so.
-///        Plain C++: nccl.h and mpi.h stay inside distributed/src/nccl_transport.cpp.
+///        Plain C++: nccl.h and mpi.h stay inside distributed/src. For several processes per GPU,
+///        or none, MpiTransport (mpi_transport.hpp) is the choice.
 
+#include <soaheap/distributed/mpi_session.hpp>
 #include <soaheap/distributed/transport.hpp>
 
 #include <memory>
 #include <string>
 
 namespace soaheap::distributed {
-
-/// @brief MPI for as long as it lives: MPI_Init (unless already initialized) and MPI_Finalize.
-class MpiSession {
- public:
-  MpiSession(int& argc, char**& argv);
-  ~MpiSession();
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  /// This process's rank among the processes of its host, and their number.
-  int local_rank() const { return local_rank_; }
-  int local_size() const { return local_size_; }
-
- private:
-  int rank_ = 0;
-  int size_ = 1;
-  int local_rank_ = 0;
-  int local_size_ = 1;
-  bool finalize_ = false;
-};
 
 /// @brief A NCCL communicator over all processes of the MPI session, on a stream of its own.
 /// Creating it selects this process's GPU (cudaSetDevice): create it before the heap.
