@@ -3,9 +3,7 @@
 
 #include <soaheap/defrag/policy.hpp>
 
-#include <chrono>
 #include <memory>
-#include <thread>
 
 namespace soaheap_test {
 
@@ -385,99 +383,154 @@ TEST(DefragPolicyOrders, AutoReordersAfterItsWarmupAndKeepsTheGraph) {
   graph.heap.validate(soaheap::Validation::full);
 }
 
-TEST(DefragPolicyOrders, AutoLearnsAnIntervalFromItsWarmupReorderWhenItPays) {
-  // Iterations of 30 ms until the warmup's reorder, 2 ms after it: the reorder paid, and even with
-  // no loss measured afterwards (every iteration as fast as the fastest) the policy now knows
-  // when to reorder next. Sleeps dwarf the policy's own work, also under the sanitizers. The
-  // verdict comes with the second iteration after the reorder.
-  PolicyGraph graph;
-  soaheap::DefragPolicy policy(unbounded_auto_config());
-  policy.define_order<Atom>(graph.heap, "key:id", soaheap::order_by_key(AtomById{}));
-  long long iteration = 0;
-  for (; policy.auto_reorders() == 0 && iteration <= 2 * soaheap::DefragPolicy::kAutoReorderWarmup; ++iteration) {
-    if (iteration > 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    policy.maybe_defrag(graph.heap, iteration);
-  }
-  ASSERT_EQ(policy.auto_reorders(), 1) << "no reorder after the warmup";
-  EXPECT_EQ(policy.auto_learned_interval(), 0) << "nothing is learned before the reorder is judged";
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  policy.maybe_defrag(graph.heap, iteration++);
-  EXPECT_EQ(policy.auto_learned_interval(), 0) << "the first iteration after a reorder does not judge it";
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  policy.maybe_defrag(graph.heap, iteration++);
-  const long long interval = policy.auto_learned_interval();
-  EXPECT_GE(interval, 1) << "the warmup's reorder paid (30 ms -> 2 ms) but taught no interval";
-  EXPECT_LE(interval, soaheap::DefragPolicy::kAutoMaxReorderInterval);
-  expect_graphs(dump_graph(graph.heap, graph.spec.size()), {graph.spec});
+// The auto policy's decisions, driven with synthetic iteration times through AutoController (the
+// policy front-end measures these times with the clock and passes them in the same way).
+
+/// Drives one call of the auto policy in which nothing is looked at: its iteration took
+/// @p iteration_ms. @return whether the call may run anything (no verdict pending)
+bool call_without_look(soaheap::AutoController& controller, long long iteration, double iteration_ms) {
+  if (!controller.begin_call(iteration, iteration_ms)) return false;
+  controller.end_call(false);
+  return true;
 }
 
-TEST(DefragPolicyAuto, CompactionsThatMadeTheNextIterationFasterAreNotChargedToTheBudget) {
-  // An iteration of 30 ms before the compaction, then two of 2 ms: the compaction paid for itself
-  // and its cost leaves the budget. Followed by iterations of 60 ms it did not, and stays charged.
-  for (const int after_ms : {2, 60}) {
+TEST(AutoController, LearnsAnIntervalFromItsWarmupReorderWhenItPays) {
+  // Iterations of 30 ms until the warmup's reorder (7 ms), 2 ms after it: the reorder paid, and even
+  // with no loss measured afterwards the controller knows when to reorder next:
+  // sqrt(2 * 7 ms * 8 iterations / 28 ms gained) = 2.
+  soaheap::AutoController controller(1.0);
+  controller.start();
+  long long iteration = 1;
+  for (; iteration < soaheap::AutoController::kReorderWarmup; ++iteration) {
+    ASSERT_TRUE(controller.begin_call(iteration, 30.0));
+    EXPECT_FALSE(controller.reorder_due(iteration, 30.0 * iteration)) << "no reorder during the warmup";
+    controller.end_call(false);
+  }
+  ASSERT_TRUE(controller.begin_call(iteration, 30.0));
+  ASSERT_TRUE(controller.reorder_due(iteration, 30.0 * iteration)) << "the first reorder comes right after the warmup";
+  controller.reordered(iteration, 7.0);
+  controller.end_call(false);
+  EXPECT_EQ(controller.reorders(), 1);
+  EXPECT_EQ(controller.learned_interval(), 0) << "nothing is learned before the reorder is judged";
+  EXPECT_FALSE(call_without_look(controller, ++iteration, 2.0)) << "the first iteration after a reorder does not judge it";
+  EXPECT_EQ(controller.learned_interval(), 0);
+  EXPECT_TRUE(call_without_look(controller, ++iteration, 2.0)) << "the second iteration judges it";
+  EXPECT_EQ(controller.learned_interval(), 2);
+  EXPECT_EQ(controller.reorder_interval(), 1);
+  EXPECT_DOUBLE_EQ(controller.saved_ms(), 7.0) << "a reorder that paid is not charged to the budget";
+}
+
+TEST(AutoController, AReorderThatGainedNothingBacksOffAndTheNextComesWhenDisorderCostsAReorder) {
+  soaheap::AutoController controller(1.0);
+  controller.start();
+  long long iteration = 1;
+  for (; iteration <= soaheap::AutoController::kReorderWarmup; ++iteration) {
+    ASSERT_TRUE(controller.begin_call(iteration, 10.0));
+    if (controller.reorder_due(iteration, 1000.0)) controller.reordered(iteration, 5.0);
+    controller.end_call(false);
+  }
+  ASSERT_EQ(controller.reorders(), 1);
+  EXPECT_FALSE(call_without_look(controller, iteration++, 10.0));
+  EXPECT_TRUE(call_without_look(controller, iteration++, 10.0));  // as slow as before: not paid
+  EXPECT_EQ(controller.reorder_interval(), 2) << "the backoff doubles the least interval";
+  EXPECT_EQ(controller.learned_interval(), 0);
+  EXPECT_DOUBLE_EQ(controller.saved_ms(), 0.0);
+  // Iterations of 10, 12 and 14 ms lose 0, 2 and 4 ms to disorder: the reorder (5 ms) is due once
+  // the loss reaches it, at the third.
+  for (const double iteration_ms : {10.0, 12.0}) {
+    ASSERT_TRUE(controller.begin_call(iteration, iteration_ms));
+    EXPECT_FALSE(controller.reorder_due(iteration, 1000.0)) << iteration_ms;
+    controller.end_call(false);
+    ++iteration;
+  }
+  ASSERT_TRUE(controller.begin_call(iteration, 14.0));
+  EXPECT_TRUE(controller.reorder_due(iteration, 1000.0));
+}
+
+TEST(AutoController, CompactionsThatMadeTheNextIterationFasterAreNotChargedToTheBudget) {
+  // An iteration of 30 ms before the compaction (4 ms, after a look of 0.5 ms), then two of 2 ms:
+  // it paid and its cost leaves the budget. Followed by iterations of 60 ms it did not.
+  for (const double after_ms : {2.0, 60.0}) {
     SCOPED_TRACE("iterations after the compaction: " + std::to_string(after_ms) + " ms");
-    PolicyGraph graph;
-    soaheap::DefragPolicy policy(unbounded_auto_config());
-    EXPECT_TRUE(policy.maybe_defrag(graph.heap, 0).empty()) << "the first call only starts the clock";
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    ASSERT_FALSE(policy.maybe_defrag(graph.heap, 1).empty()) << "the fragmented graph was not compacted";
-    std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
-    EXPECT_TRUE(policy.maybe_defrag(graph.heap, 2).empty()) << "nothing left to gain";
-    EXPECT_EQ(policy.auto_saved_ms(), 0.0) << "runs are judged by the second iteration after them";
-    std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
-    EXPECT_TRUE(policy.maybe_defrag(graph.heap, 3).empty()) << "nothing left to gain";
+    soaheap::AutoController controller(1.0);
+    controller.start();
+    ASSERT_TRUE(controller.begin_call(1, 30.0));
+    ASSERT_TRUE(controller.look_due(1, {"Atom"}, 30.0));
+    controller.looked(0.5);
+    ASSERT_TRUE(controller.compaction_wanted(1, "Atom", 100, 40)) << "60 of 100 blocks to gain";
+    controller.compacted(1, "Atom", 4.0, 60, 60, 34.5);
+    controller.end_look(1);
+    controller.end_call(false);
+    EXPECT_DOUBLE_EQ(controller.spent_ms(), 4.5);
+    EXPECT_FALSE(call_without_look(controller, 2, after_ms)) << "nothing runs before the verdict";
+    EXPECT_DOUBLE_EQ(controller.saved_ms(), 0.0) << "runs are judged by the second iteration after them";
+    EXPECT_TRUE(call_without_look(controller, 3, after_ms));
     if (after_ms < 30) {
-      EXPECT_GT(policy.auto_saved_ms(), 0.0) << "a compaction that paid is still charged";
-      EXPECT_LT(policy.auto_saved_ms(), policy.auto_spent_ms()) << "the looks are charged whatever they find";
+      EXPECT_DOUBLE_EQ(controller.saved_ms(), 4.0) << "the look is charged whatever it finds, the run that paid is not";
+      EXPECT_TRUE(controller.last_run_paid("Atom"));
     } else {
-      EXPECT_EQ(policy.auto_saved_ms(), 0.0) << "a compaction followed by a slower iteration counted as paid";
+      EXPECT_DOUBLE_EQ(controller.saved_ms(), 0.0) << "a compaction followed by a slower iteration counted as paid";
+      EXPECT_FALSE(controller.last_run_paid("Atom"));
     }
-    expect_graphs(dump_graph(graph.heap, graph.spec.size()), {graph.spec});
   }
 }
 
-TEST(DefragPolicyAuto, AClassWhoseLastCompactionPaidIsCompactedOverTheBudgetUntilOneDoesNot) {
-  using Clock = std::chrono::steady_clock;
-  PolicyGraph graph(8);
-  soaheap::DefragConfig config = unbounded_auto_config();
-  config.auto_budget = 1e-9;  // nothing fits: only runs exempt from the budget happen
-  soaheap::DefragPolicy policy(config);
-  // Fragments the heap again with a fresh graph (ids after the ones before).
-  std::vector<std::unique_ptr<TestBuffer<Entity*>>> buffers;
-  std::uint64_t next_id = graph.spec.size();
-  const auto fragment_again = [&](std::uint64_t seed) {
-    GraphSpec more = graph.spec;
-    more.first_id = next_id;
-    more.seed = seed;
-    next_id += more.size();
-    buffers.push_back(std::make_unique<TestBuffer<Entity*>>(soaheap::Backend::host, next_id));
-    build_graph(graph.heap, *buffers.back(), more);
-  };
-  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 0).empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  ASSERT_FALSE(policy.maybe_defrag(graph.heap, 1).empty()) << "a class never compacted gets its first run";
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 2).empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 3).empty());  // the verdict; the next look 2 iterations later
-  ASSERT_GT(policy.auto_saved_ms(), 0.0) << "the first run made the iterations 15 times faster: it paid";
-
-  Clock::time_point call_end = Clock::now();
-  fragment_again(99);
-  ASSERT_GT(graph.heap.stats().of("Atom").candidate_blocks, 10u);
-  const auto iteration = Clock::now() - call_end;
-  EXPECT_FALSE(policy.maybe_defrag(graph.heap, 6).empty()) << "its last run paid: the budget does not stop the next";
+TEST(AutoController, AClassWhoseLastCompactionPaidIsCompactedOverTheBudgetUntilOneDoesNot) {
+  soaheap::AutoController controller(1e-9);  // nothing fits: only runs exempt from the budget happen
+  const std::vector<std::string> classes{"Atom"};
+  controller.start();
+  // A class never compacted gets its first run whatever the budget says.
+  ASSERT_TRUE(controller.begin_call(1, 30.0));
+  ASSERT_TRUE(controller.look_due(1, classes, 30.0));
+  controller.looked(0.5);
+  ASSERT_TRUE(controller.compaction_wanted(1, "Atom", 100, 40));
+  controller.compacted(1, "Atom", 4.0, 60, 60, 34.5);
+  controller.end_look(1);
+  controller.end_call(false);
+  EXPECT_FALSE(call_without_look(controller, 2, 2.0));
+  ASSERT_TRUE(controller.begin_call(3, 2.0));
+  ASSERT_TRUE(controller.last_run_paid("Atom")) << "the run made the iterations 15 times faster";
+  ASSERT_TRUE(controller.look_due(3, classes, 40.0)) << "a class whose last run paid may run: look";
+  controller.looked(0.5);
+  EXPECT_FALSE(controller.compaction_wanted(3, "Atom", 40, 40)) << "nothing to gain";
+  controller.end_look(3);
+  controller.end_call(false);
+  // That look found nothing: the next one two iterations later.
+  ASSERT_TRUE(controller.begin_call(4, 2.0));
+  EXPECT_FALSE(controller.look_due(4, classes, 42.0));
+  controller.end_call(false);
+  ASSERT_TRUE(controller.begin_call(5, 2.0));
+  ASSERT_TRUE(controller.look_due(5, classes, 44.0));
+  controller.looked(0.5);
+  ASSERT_TRUE(controller.compaction_wanted(5, "Atom", 100, 40)) << "its last run paid: the budget does not stop the next";
+  controller.compacted(5, "Atom", 4.0, 60, 60, 48.5);
+  controller.end_look(5);
+  controller.end_call(false);
   // Iterations far slower than the one before the run: it did not pay.
-  const auto slower = std::chrono::duration_cast<std::chrono::milliseconds>(2 * iteration) + std::chrono::milliseconds(60);
-  std::this_thread::sleep_for(slower);
-  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 7).empty()) << "nothing left to gain";
-  std::this_thread::sleep_for(slower);
-  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 8).empty()) << "nothing left to gain";
-  fragment_again(100);
-  ASSERT_GT(graph.heap.stats().of("Atom").candidate_blocks, 10u);
-  EXPECT_TRUE(policy.maybe_defrag(graph.heap, 12).empty()) << "a run that did not pay let the next one over the budget";
-  EXPECT_GT(policy.auto_spent_ms() - policy.auto_saved_ms(), config.auto_budget * policy.auto_elapsed_ms());
-  graph.heap.validate(soaheap::Validation::full);
+  EXPECT_FALSE(call_without_look(controller, 6, 90.0));
+  ASSERT_TRUE(controller.begin_call(7, 90.0));
+  EXPECT_FALSE(controller.last_run_paid("Atom"));
+  EXPECT_FALSE(controller.look_due(7, classes, 230.0)) << "a run that did not pay let the next look over the budget";
+  controller.end_call(false);
+  EXPECT_GT(controller.spent_ms() - controller.saved_ms(), 1e-9 * 230.0);
+}
+
+TEST(AutoController, LooksThatFindNothingComeLessAndLessOften) {
+  soaheap::AutoController controller(1.0);
+  controller.start();
+  std::vector<long long> looks;
+  for (long long iteration = 1; iteration <= 300; ++iteration) {
+    ASSERT_TRUE(controller.begin_call(iteration, 1.0));
+    if (controller.look_due(iteration, {"Atom"}, static_cast<double>(iteration))) {
+      looks.push_back(iteration);
+      controller.looked(0.0);
+      EXPECT_FALSE(controller.compaction_wanted(iteration, "Atom", 100, 95)) << "5 of 100 blocks is below 1/16";
+      controller.end_look(iteration);
+    }
+    controller.end_call(false);
+  }
+  // Intervals 2, 4, ... up to kMaxLookInterval (64).
+  EXPECT_EQ(looks, (std::vector<long long>{1, 3, 7, 15, 31, 63, 127, 191, 255}));
 }
 
 TEST(DefragPolicyOrders, AutoLearnsTheReorderIntervalThatCostsLeast) {
