@@ -8,7 +8,8 @@
 // `--departures`: the work kernel records the leavers and migrate_departures moves them, instead of
 // migrate asking every item its destination.
 // `--ranks N` runs N ranks as threads of this process (on one GPU they share it: the figures then
-// include both ranks' work); `--transport nccl` one rank per MPI process and GPU.
+// include both ranks' work); `--transport mpi` one rank per MPI process (several may share a GPU),
+// `--transport nccl` one rank per MPI process and GPU.
 
 #include "examples/common/counter_hash.cuh"
 #include "examples/common/ranks.cuh"
@@ -186,7 +187,7 @@ int run_app(int argc, char** argv) {
                 r.migration_seconds / std::max(1e-12, r.work_seconds + r.migration_seconds),
                 static_cast<double>(r.migration.sent) / iterations, static_cast<double>(r.migration.bytes_sent) / iterations};
       });
-  if (!figures) return 0;  // an NCCL rank other than 0: rank 0 prints
+  if (!figures) return 0;  // an MPI rank other than 0: rank 0 prints
   line["iterations"] = options.iterations;
   line["fraction"] = options.fraction;
   line["placement"] = line_placement;

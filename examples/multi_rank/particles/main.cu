@@ -16,8 +16,9 @@
 // take part, the same transport); `--check full` replays the run itself, `--check none` skips it.
 //
 // Ranks: `--ranks N` runs N ranks as threads of this process (LocalGroup, host or cuda backend);
-// `--transport nccl` runs one rank per MPI process, each on its own GPU (`mpirun -np 2 particles
-// --transport nccl`), when this build has NCCL and MPI (SOAHEAP_HAS_NCCL).
+// `--transport mpi` runs one rank per MPI process, any number per GPU or none on the host backend
+// (`mpirun -np 3 particles --backend host --transport mpi`, SOAHEAP_HAS_MPI); `--transport nccl`
+// one rank per MPI process, each on its own GPU (`mpirun -np 2 particles --transport nccl`).
 
 #include "examples/common/counter_hash.cuh"
 #include "examples/common/ranks.cuh"
@@ -370,7 +371,7 @@ int run_app(int argc, char** argv) {
                 static_cast<double>(result.migration.bytes_sent), result.migration.seconds,
                 static_cast<double>(result.particles)};
       });
-  if (!figures) return 0;  // an NCCL rank other than 0: rank 0 prints
+  if (!figures) return 0;  // an MPI rank other than 0: rank 0 prints
   line["total_time_s"] = soaheap_app::max_over_ranks(*figures, 0);
   line["setup_time_s"] = soaheap_app::max_over_ranks(*figures, 1);
   soaheap_app::add_rank_lists(line, {"rank_total_time_s", "rank_setup_time_s", "migrated_objects", "migrated_bytes",
