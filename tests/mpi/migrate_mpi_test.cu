@@ -26,8 +26,9 @@ namespace {
 const dist::MpiSession* session = nullptr;           // set by main() for the whole run
 soaheap::Backend test_backend = soaheap::Backend::host;  // --backend
 
-/// A transport with a bound short enough that a test which fails by hanging fails in seconds.
-std::unique_ptr<dist::MpiTransport> make_transport(double timeout_seconds = 60) {
+/// A transport of its own for a test; its bound is SOAHEAP_MPI_TIMEOUT (CTest sets a minute, so a
+/// test that fails by hanging fails soon) unless @p timeout_seconds is given.
+std::unique_ptr<dist::MpiTransport> make_transport(double timeout_seconds = 0) {
   dist::MpiTransportOptions options;
   options.timeout_seconds = timeout_seconds;
   return std::make_unique<dist::MpiTransport>(*session, test_backend, options);
