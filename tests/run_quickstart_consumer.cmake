@@ -4,7 +4,7 @@ file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 foreach(step
     "${CMAKE_COMMAND};-S;${SOURCE_DIR};-B;${WORK_DIR}/lib;-G;${GENERATOR};-DSOAHEAP_CUDA=OFF;-DSOAHEAP_BUILD_TESTS=OFF;-DSOAHEAP_BUILD_EXAMPLES=OFF;-DCMAKE_INSTALL_PREFIX=${prefix}"
-    "${CMAKE_COMMAND};--build;${WORK_DIR}/lib;--target;soaheap_base;soaheap_config"
+    "${CMAKE_COMMAND};--build;${WORK_DIR}/lib;--target;soaheap_base;soaheap_config;soaheap_profiler"
     "${CMAKE_COMMAND};--install;${WORK_DIR}/lib"
     "${CMAKE_COMMAND};-S;${SOURCE_DIR}/examples/quickstart;-B;${WORK_DIR}/consumer;-G;${GENERATOR};-DCMAKE_PREFIX_PATH=${prefix}"
     "${CMAKE_COMMAND};--build;${WORK_DIR}/consumer"

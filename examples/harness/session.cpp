@@ -74,7 +74,7 @@ Session::Session(std::string app, const AppOptions& options, HeapDescription hea
     s.profiler = std::make_unique<soaheap::Profiler>(options.profile_file, s.app, options.profile_interval);
     std::vector<soaheap::Profiler::ProfiledClass> listed;
     for (const HeapDescription::Class& entry : s.heap.classes) listed.push_back({entry.name, entry.capacity, entry.abstract});
-    s.profiler->attach(s.heap.backend, s.heap.device, s.heap.heap_bytes, s.heap.block_bytes, listed, s.summary);
+    s.profiler->attach(s.heap.backend, s.heap.device, s.heap.heap_bytes, s.heap.block_bytes, listed, s.summary.dump());
   }
 }
 

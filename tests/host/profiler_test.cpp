@@ -63,7 +63,7 @@ TEST_F(ProfilerTest, RoundTripThroughTheReader) {
   std::vector<Small*> objects;
   {
     soaheap::Profiler profiler(path_, "profiler_test", 1);
-    profiler.attach(heap, {{"defrag_factor", 1}});
+    profiler.attach(heap, nlohmann::json{{"defrag_factor", 1}}.dump());
     profiler.sample(heap, 0);
     for (int i = 0; i < 640; ++i) objects.push_back(new (heap) Small(i, i));
     profiler.sample(heap, 1);
@@ -151,6 +151,21 @@ TEST_F(ProfilerTest, RejectsMisuse) {
   soaheap::Profiler profiler(path_, "unattached");
   EXPECT_THROW(profiler.finish(1, 1.0, 0.0), soaheap::usage_error);
   EXPECT_THROW(soaheap::Profiler("/nonexistent-dir/x.jsonl", "bad"), soaheap::error);
+  const std::vector<soaheap::Profiler::ProfiledClass> classes{{"Small", 64, false}};
+  EXPECT_THROW(profiler.attach(soaheap::Backend::host, "cpu", 1024, 128, classes, "{not json"), soaheap::invalid_argument);
+}
+
+TEST_F(ProfilerTest, RecordsSettingsThatAreNotAnObjectUnderValue) {
+  {
+    soaheap::Profiler profiler(path_, "settings");
+    profiler.attach(soaheap::Backend::host, "cpu", 1024, 128, {{"Small", 64, false}}, "\"every:50\"");
+    profiler.finish(0, 0.0, 0.0);
+  }
+  const std::vector<nlohmann::json> lines = read_lines(path_);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["config"], nlohmann::json({{"value", "every:50"}}));
+  EXPECT_EQ(lines[0]["backend"], "host");
+  EXPECT_EQ(lines[0]["classes"][0]["name"], "Small");
 }
 
 }  // namespace

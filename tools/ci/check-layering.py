@@ -15,7 +15,9 @@ Layers, bottom to top; a file may include its own module and any module of a low
 
 Two modules of the same rank may not include each other. Programs (examples/, tools/, tests/) sit
 above everything and are not checked. Also checked: toml++ is included only by config/src, the one
-place compiled by the C++ compiler alone (nvcc cannot compile it).
+place compiled by the C++ compiler alone (nvcc cannot compile it), and nlohmann-json only by the
+compiled libraries' src/ folders (config/src, profiler/src), so no library header brings it into a
+CUDA source.
 
 Usage: tools/ci/check-layering.py [repository root]   (exit status 1 on a violation)
 """
@@ -59,6 +61,9 @@ def main():
                 where = f"{path.relative_to(root)}:{line}"
                 if target.startswith("toml++/") and path.relative_to(root).parts[:2] != ("config", "src"):
                     problems.append(f"{where}: includes <{target}>; only config/src may include toml++")
+                if target.startswith("nlohmann/") and path.relative_to(root).parts[1:2] != ("src",):
+                    problems.append(f"{where}: includes <{target}>; only the compiled libraries' src/ may include "
+                                    "nlohmann-json (headers reach CUDA sources through the umbrella header)")
                 if kind == '"':
                     resolved = (path.parent / target).resolve()
                     if not resolved.is_relative_to(root):
