@@ -105,16 +105,16 @@ TEST(ChooseSlots, SeveralSlotsAreFreeOnesFromASeedDependentStart) {
     const std::uint64_t free_slots = random() & random();  // about a quarter of the slots free
     const int wanted = 2 + static_cast<int>(random() % 31);
     const auto seed = static_cast<std::uint32_t>(random());
-    const std::uint64_t chosen = View::choose_slots(free_slots, wanted, seed);
+    const std::uint64_t chosen = soaheap::detail::choose_slots(free_slots, wanted, seed);
     EXPECT_EQ(chosen & ~free_slots, 0u) << "free " << free_slots << " seed " << seed;
     EXPECT_EQ(__builtin_popcountll(chosen), std::min(wanted, __builtin_popcountll(free_slots)))
         << "free " << free_slots << " wanted " << wanted;
   }
   // In an empty block, the chosen slots are consecutive from slot seed % 64, wrapping around.
-  EXPECT_EQ(View::choose_slots(~0ull, 4, 10), 0xfull << 10);
-  EXPECT_EQ(View::choose_slots(~0ull, 4, 64 + 62), 0x3ull << 62 | 0x3ull);
-  EXPECT_EQ(View::choose_slots(~0ull, 32, 0), 0xffffffffull);
+  EXPECT_EQ(soaheap::detail::choose_slots(~0ull, 4, 10), 0xfull << 10);
+  EXPECT_EQ(soaheap::detail::choose_slots(~0ull, 4, 64 + 62), 0x3ull << 62 | 0x3ull);
+  EXPECT_EQ(soaheap::detail::choose_slots(~0ull, 32, 0), 0xffffffffull);
   // Past the start, the next free ones; then the lowest ones below it.
-  EXPECT_EQ(View::choose_slots(0b1010'0001ull, 2, 6), 0b1000'0001ull);
+  EXPECT_EQ(soaheap::detail::choose_slots(0b1010'0001ull, 2, 6), 0b1000'0001ull);
 }
 }  // namespace soaheap_test

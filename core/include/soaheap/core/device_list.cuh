@@ -153,7 +153,7 @@ class DeviceListView {
     const std::uint64_t first = detail::atomic_fetch_add(&state->size, count);
     const std::uint64_t last = first + count - 1;
     if (last >= chunk_begin(detail::kDeviceListChunks) || last < first) {
-      heap.record_error(HeapErrorKind::untyped_out_of_memory, detail::kUntypedErrorClass, detail::kMaxErrorPayload);
+      detail::internals(heap).record_error(HeapErrorKind::untyped_out_of_memory, detail::kUntypedErrorClass, detail::kMaxErrorPayload);
       return kNoIndex;
     }
     for (int chunk = chunk_of(first); chunk <= chunk_of(last); ++chunk)
@@ -177,7 +177,7 @@ class DeviceListView {
       }
       pause();
     }
-    heap.record_error(HeapErrorKind::untyped_out_of_memory, detail::kUntypedErrorClass, chunk_elements(chunk) * sizeof(T));
+    detail::internals(heap).record_error(HeapErrorKind::untyped_out_of_memory, detail::kUntypedErrorClass, chunk_elements(chunk) * sizeof(T));
     return false;
   }
 

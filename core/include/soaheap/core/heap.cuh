@@ -77,6 +77,9 @@ enum class Validation {
 /// @tparam Classes every managed class that will be allocated in it (abstract bases included)
 template <class... Classes>
 class Heap {
+  // Private: the library's layers reach it through detail::internals(heap).
+  using Internals = detail::HeapInternals<Classes...>;
+
  public:
   using View = HeapView<Classes...>;
   using Layout = HeapLayout<Classes...>;
@@ -102,7 +105,7 @@ class Heap {
     const bool managed = this->managed();
     const std::uint64_t data_bytes = block_count_ * Layout::kDataBytes;
     const std::uint64_t header_bytes = block_count_ * sizeof(BlockHeader);
-    const std::uint64_t bitmap_bytes = View::kBitmapCount * shape_.total_words * sizeof(std::uint64_t);
+    const std::uint64_t bitmap_bytes = Internals::kBitmapCount * shape_.total_words * sizeof(std::uint64_t);
     if (managed) refuse_oversubscription(data_bytes + header_bytes + bitmap_bytes);
     data_ = detail::Memory(options.backend, data_bytes, managed);
     headers_ = detail::Memory(options.backend, header_bytes, managed);
@@ -110,8 +113,8 @@ class Heap {
     runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState), managed);
     error_signal_ = detail::MappedWord(options.backend, 0);
     statistics_counters_ = detail::Memory(
-        options.backend, kClassCount * detail::StatisticsKernel<View>::kCounters * sizeof(std::uint64_t));
-    block_lists_.resize(View::kBitmapCount);
+        options.backend, kClassCount * detail::StatisticsKernel<Internals>::kCounters * sizeof(std::uint64_t));
+    block_lists_.resize(Internals::kBitmapCount);
     // cuda times the enumerations on the device (EnumerationStamp), the host backend by its clock.
     enumeration_timer_.enabled = options.time_enumeration && options.backend == Backend::host;
     check_address_space();
@@ -124,12 +127,7 @@ class Heap {
   /// @brief The handle kernels and host threads allocate through: `new (heap.view()) T(...)`.
   View view() const {
     View view;
-    view.headers = headers_.as<BlockHeader>();
-    view.data_base = reinterpret_cast<std::uint64_t>(data_.get());
-    view.block_count = block_count_;
-    view.bitmap_words = bitmaps_.as<std::uint64_t>();
-    view.bitmap_shape = shape_;
-    view.state = runtime_.as<detail::HeapRuntimeState>();
+    detail::internals(view) = make_internals();
     return view;
   }
 
@@ -179,7 +177,7 @@ class Heap {
       if (name == class_name(c)) return c;
     return -1;
   }
-  static int capacity_of_class(int class_index) { return View::capacity_of_class(class_index); }
+  static int capacity_of_class(int class_index) { return Internals::capacity_of_class(class_index); }
   static bool class_is_abstract(int class_index) {
     static constexpr bool kAbstract[] = {Classes::kAbstract...};
     return class_index >= 0 && class_index < kClassCount && kAbstract[class_index];
@@ -315,7 +313,7 @@ class Heap {
   std::uint64_t count() const {
     const HeapStats all = stats();
     std::uint64_t total = 0;
-    View::template for_each_concrete_subclass<T>(
+    Internals::template for_each_concrete_subclass<T>(
         [&](auto tag) { total += all.classes[class_id<detail::tag_type_t<decltype(tag)>>].used_slots; });
     return total;
   }
@@ -353,12 +351,12 @@ class Heap {
   /// @brief Per-class occupancy, computed by one kernel over the block headers.
   HeapStats stats() const {
     synchronize();
-    constexpr int kCounters = detail::StatisticsKernel<View>::kCounters;
+    constexpr int kCounters = detail::StatisticsKernel<Internals>::kCounters;
     detail::Memory& counters = statistics_counters_;
     counters.fill_zero();
     const std::uint64_t chunks =
-        (block_count_ + detail::StatisticsKernel<View>::kBlocksPerThread - 1) / detail::StatisticsKernel<View>::kBlocksPerThread;
-    executor_.run(chunks, detail::StatisticsKernel<View>{view(), counters.as<std::uint64_t>()});
+        (block_count_ + detail::StatisticsKernel<Internals>::kBlocksPerThread - 1) / detail::StatisticsKernel<Internals>::kBlocksPerThread;
+    executor_.run(chunks, detail::StatisticsKernel<Internals>{make_internals(), counters.as<std::uint64_t>()});
     std::vector<std::uint64_t> values(kClassCount * kCounters);
     counters.copy_to_host(values.data(), 0, values.size() * sizeof(std::uint64_t));
     HeapStats result;
@@ -379,7 +377,7 @@ class Heap {
       allocated += entry.allocated_blocks;
       result.classes.push_back(entry);
     }
-    result.untyped = detail::collect_untyped_stats(executor_, view(), runtime_);
+    result.untyped = detail::collect_untyped_stats(executor_, make_internals(), runtime_);
     result.free_blocks = block_count_ - allocated - result.untyped.blocks();
     return result;
   }
@@ -463,7 +461,7 @@ class Heap {
     const int threshold = capacity_c * factor / (factor + 1);
     runtime_.copy_from_host(offsetof(detail::HeapRuntimeState, defrag_threshold) + class_index * sizeof(int), &threshold,
                             sizeof(int));
-    executor_.run(block_count_, detail::RebuildCandidatesKernel<View>{view(), class_index});
+    executor_.run(block_count_, detail::RebuildCandidatesKernel<Internals>{make_internals(), class_index});
   }
   template <class T>
   void set_defrag_factor(int factor) {
@@ -496,7 +494,7 @@ class Heap {
     BlockList list;
     list.id_array = buffer.ids.template as<std::uint32_t>();
     list.backend = options_.backend;
-    const std::uint64_t* level0 = view().bitmap(bitmap_index).words();
+    const std::uint64_t* level0 = make_internals().bitmap(bitmap_index).words();
     if (options_.backend == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
       std::uint64_t* selected = buffer.counters.template as<std::uint64_t>() + 2;
@@ -563,7 +561,7 @@ class Heap {
     std::vector<std::uint64_t> bitmap_words;
     detail::Memory data;            // host memory, 128-byte aligned
     detail::HeapRuntimeState state{};
-    View view;
+    Internals view;  ///< the heap's internals over the copies
   };
   Snapshot take_snapshot(bool with_data) const {
     synchronize();
@@ -574,7 +572,7 @@ class Heap {
     bitmaps_.copy_to_host(snapshot.bitmap_words.data(), 0, bitmaps_.bytes());
     runtime_.copy_to_host(&snapshot.state, 0, sizeof(snapshot.state));
     snapshot.state.error_signal = nullptr;  // host code over a copy signals nothing to the live heap
-    snapshot.view = view();
+    snapshot.view = make_internals();
     snapshot.view.headers = snapshot.headers.data();
     snapshot.view.bitmap_words = snapshot.bitmap_words.data();
     snapshot.view.state = &snapshot.state;
@@ -591,6 +589,16 @@ class Heap {
   }
 
  private:
+  Internals make_internals() const {
+    Internals internals;
+    internals.headers = headers_.as<BlockHeader>();
+    internals.data_base = reinterpret_cast<std::uint64_t>(data_.get());
+    internals.block_count = block_count_;
+    internals.bitmap_words = bitmaps_.as<std::uint64_t>();
+    internals.bitmap_shape = shape_;
+    internals.state = runtime_.as<detail::HeapRuntimeState>();
+    return internals;
+  }
   /// parallel_do (Visited and its concrete subclasses) and parallel_do_exact (kExact: Visited only).
   /// The method kernels see the objects as T*: Visited or the base that declares Method.
   template <class T, class Visited, bool kExact, auto Method, class... Arguments>
@@ -602,7 +610,7 @@ class Heap {
       const Pack pack = detail::make_argument_pack(arguments...);
       const View heap_view = view();
       const detail::EnumerationStamp stamp = next_enumeration_stamp();
-      detail::EnumerateKernel<View, kTargets> enumerate{heap_view, block_count_, {}, stamp};
+      detail::EnumerateKernel<Internals, kTargets> enumerate{make_internals(), block_count_, {}, stamp};
       int target = 0;
       for_each_visited_class<Visited, kExact>([&](auto tag) {
         using C = detail::tag_type_t<decltype(tag)>;
@@ -622,8 +630,8 @@ class Heap {
           const detail::LaunchHint& hint = list_buffer(1 + class_id<C>).launch_hint.hint();
           const detail::ParallelDoKernel<View, T, C, Method, Pack> method{heap_view, list.ids, list.snapshots, pack};
           if (detail::Executor::expected_items(hint, detail::LaunchHint::kUnknown) <= kSparseEnumerationItems) {
-            launched = executor_.launch_pair(detail::SparseEnumerateKernel<View>::threads_for(block_count_),
-                                             detail::SparseEnumerateKernel<View>{heap_view, list, stamp}, list.count, capacity<C>, hint,
+            launched = executor_.launch_pair(detail::SparseEnumerateKernel<Internals>::threads_for(block_count_),
+                                             detail::SparseEnumerateKernel<Internals>{make_internals(), list, stamp}, list.count, capacity<C>, hint,
                                              method);
           } else {
             launched = executor_.launch_pair(enumeration_threads, enumerate, list.count, capacity<C>, hint, method);
@@ -682,9 +690,9 @@ class Heap {
   template <class T, bool Exact, class Function>
   static void for_each_visited_class(Function&& f) {
     if constexpr (Exact) {
-      f(typename View::template type_tag<T>{});
+      f(typename Internals::template type_tag<T>{});
     } else {
-      View::template for_each_concrete_subclass<T>(f);
+      Internals::template for_each_concrete_subclass<T>(f);
     }
   }
 
@@ -698,11 +706,11 @@ class Heap {
     } else {
       // Per block: its data segment, its header, and one bit in each bitmap (plus the upper levels).
       const double per_block = static_cast<double>(Layout::kDataBytes + sizeof(BlockHeader)) +
-                               View::kBitmapCount / 8.0 * (64.0 / 63.0);
+                               Internals::kBitmapCount / 8.0 * (64.0 / 63.0);
       blocks = static_cast<std::uint64_t>(static_cast<double>(options.bytes) / per_block);
       // Bitmap levels round up to whole words per bitmap; with many bitmaps that can add a block's worth.
       while (blocks > 1 && blocks * (Layout::kDataBytes + sizeof(BlockHeader)) +
-                                   View::kBitmapCount * BitmapShape::for_bits(blocks).total_words * sizeof(std::uint64_t) >
+                                   Internals::kBitmapCount * BitmapShape::for_bits(blocks).total_words * sizeof(std::uint64_t) >
                                options.bytes)
         --blocks;
       if (blocks == 0)
@@ -743,7 +751,7 @@ class Heap {
   }
 
   void initialize() {
-    executor_.run(block_count_, detail::InitializeHeadersKernel<View>{view()});
+    executor_.run(block_count_, detail::InitializeHeadersKernel<Internals>{make_internals()});
     std::vector<std::uint64_t> words(bitmaps_.bytes() / sizeof(std::uint64_t), 0);
     // The free bitmap (index 0) starts full: bits [0, M) at level 0 and the matching upper levels.
     std::uint64_t bits = block_count_;
@@ -801,7 +809,7 @@ class Heap {
     std::uint64_t* counters = buffer.counters.template as<std::uint64_t>();
     if (buffer.snapshots.get() == nullptr) buffer.snapshots = detail::Memory(options_.backend, (block_count_ + 1) * sizeof(std::uint64_t));
     const detail::EnumerationTarget target{class_index,
-                                           View::full_mask(class_index),
+                                           Internals::full_mask(class_index),
                                            buffer.ids.template as<std::uint32_t>(),
                                            buffer.snapshots.template as<std::uint64_t>(),
                                            counters + buffer.parity,
@@ -849,6 +857,13 @@ class Heap {
   int defrag_factor_[kClassCount] = {};
   mutable std::atomic<bool> busy_{false};
 };
+
+namespace detail {
+template <class... Classes>
+HeapInternals<Classes...> internals(const Heap<Classes...>& heap) {
+  return internals(heap.view());
+}
+}  // namespace detail
 
 }  // namespace soaheap
 

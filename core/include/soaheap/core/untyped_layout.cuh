@@ -128,11 +128,4 @@ struct UntypedCounters {
   std::uint64_t failures;         ///< malloc calls that returned nullptr
 };
 
-/// Gives back @p chunks of @p block, whose header class is untyped or managed (defined in
-/// untyped_memory.cuh). Managed allocation calls it when a stale reservation must be rolled back
-/// in a block that now holds untyped chunks, and the reverse.
-template <class View>
-SOAHEAP_HD bool release_untyped_chunks(const View& view, std::uint64_t block, std::uint32_t block_class,
-                                       std::uint64_t chunks);
-
 }  // namespace soaheap::detail

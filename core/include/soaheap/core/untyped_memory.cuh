@@ -64,7 +64,7 @@ SOAHEAP_HD inline std::uint64_t run_starts(std::uint64_t value, int length) {
   return value;
 }
 
-/// The untyped-memory algorithms over a HeapView (any heap's).
+/// The untyped-memory algorithms over a heap's internals (HeapInternals).
 template <class View>
 struct Untyped {
   using Layout = typename View::Untyped;
@@ -72,168 +72,14 @@ struct Untyped {
 
   // ---- bitmaps -------------------------------------------------------------------------------------
   SOAHEAP_HD static BitmapView allocated(const View& view, int size_class) {
-    return view.bitmap(View::kUntypedBitmapBase + 2 * size_class);
+    return view.untyped_class(size_class).allocated;
   }
-  SOAHEAP_HD static BitmapView active(const View& view, int size_class) {
-    return view.bitmap(View::kUntypedBitmapBase + 2 * size_class + 1);
-  }
+  SOAHEAP_HD static BitmapView active(const View& view, int size_class) { return view.untyped_class(size_class).active; }
   /// Every block that belongs to a run.
-  SOAHEAP_HD static BitmapView run_blocks(const View& view) {
-    return view.bitmap(View::kUntypedBitmapBase + 2 * Layout::kClassCount);
-  }
+  SOAHEAP_HD static BitmapView run_blocks(const View& view) { return view.untyped_run_blocks(); }
 
   SOAHEAP_HD static void record(const View& view, HeapErrorKind kind, std::uint64_t payload) {
     view.record_error(kind, kUntypedErrorClass, payload < kMaxErrorPayload ? payload : kMaxErrorPayload);
-  }
-
-  // ---- blocks of chunks -------------------------------------------------------------------------
-  /// Makes active[k] agree with the block's fill level, repeating while the fill level changes
-  /// under it (the same convergence argument as for object blocks; never waits for anyone).
-  SOAHEAP_HD static void refresh(const View& view, std::uint64_t block, int size_class) {
-    const BitmapView active_bits = active(view, size_class);
-    bool want = has_free_chunk(view, block, size_class);
-    for (;;) {
-      active_bits.assign(block, want);
-      memory_fence();
-      const bool now = has_free_chunk(view, block, size_class);
-      if (now == want) return;
-      want = now;
-    }
-  }
-
-  SOAHEAP_HD static bool has_free_chunk(const View& view, std::uint64_t block, int size_class) {
-    const std::uint32_t block_class = atomic_load(&view.headers[block].class_id);
-    const std::uint64_t allocation = atomic_load(&view.headers[block].allocation);
-    if (block_class != Layout::class_id_of(size_class) || allocation == kInvalidatedBitmap) return false;
-    return (~allocation & Layout::full_mask(size_class)) != 0;
-  }
-
-  /// Starts @p block (just taken from the free bitmap) as a block of @p size_class holding @p chunks.
-  SOAHEAP_HD static void start_block(const View& view, std::uint64_t block, int size_class, std::uint64_t chunks) {
-    BlockHeader& header = view.headers[block];
-    atomic_store(&header.class_id, Layout::class_id_of(size_class));
-    atomic_store(&header.iteration, 0);
-    memory_fence();  // a stale reserver that sees the new bitmap must see the new class (rollback)
-    atomic_store(&header.allocation, chunks);
-    memory_fence();
-    allocated(view, size_class).set(block);
-    refresh(view, block, size_class);
-  }
-
-  /// Gives back @p chunks of a block of @p size_class; false when one of them was not allocated.
-  /// A compare-and-swap loop rather than a blind AND, so that a double free can never clear bits of
-  /// a free block's invalidated bitmap.
-  SOAHEAP_HD static bool release(const View& view, std::uint64_t block, int size_class, std::uint64_t chunks) {
-    std::uint64_t* allocation = &view.headers[block].allocation;
-    std::uint64_t before = atomic_load(allocation);
-    for (;;) {
-      // All ones: a free block, unless the class has 64 chunks and the block is full; the
-      // allocated bitmap tells them apart (a double free racing with retirement may slip through).
-      if (before == kInvalidatedBitmap &&
-          (Layout::full_mask(size_class) != kInvalidatedBitmap || !allocated(view, size_class).get(block)))
-        return false;
-      if ((before & chunks) != chunks) return false;
-      const std::uint64_t seen = atomic_cas(allocation, before, before & ~chunks);
-      if (seen == before) break;
-      before = seen;
-    }
-    const std::uint64_t after = before & ~chunks;
-    if (after == 0) {
-      retire(view, block, size_class);
-    } else if ((before & Layout::full_mask(size_class)) == Layout::full_mask(size_class)) {
-      refresh(view, block, size_class);  // it was full and has room now
-    }
-    return true;
-  }
-
-  /// Returns an emptied block to the free bitmap unless a chunk was reserved in it meanwhile.
-  SOAHEAP_HD static void retire(const View& view, std::uint64_t block, int size_class) {
-    if (atomic_cas(&view.headers[block].allocation, 0, kInvalidatedBitmap) != 0) {
-      refresh(view, block, size_class);
-      return;
-    }
-    active(view, size_class).clear(block);
-    allocated(view, size_class).clear(block);
-    view.count_block_freed();
-    memory_fence();
-    view.free_blocks().set(block);
-  }
-
-  /// Reserves up to @p wanted free chunks of @p block for @p size_class (0: none); @p aim: see
-  /// HeapView::choose_slots.
-  SOAHEAP_HD static std::uint64_t try_reserve(const View& view, std::uint64_t block, int size_class, int wanted,
-                                              std::uint32_t seed, int aim = -1) {
-    BlockHeader& header = view.headers[block];
-    const std::uint64_t full = Layout::full_mask(size_class);
-    for (;;) {
-      const std::uint64_t allocation = atomic_load(&header.allocation);
-      const std::uint64_t free_chunks = ~allocation & full;
-      if (free_chunks == 0 || allocation == kInvalidatedBitmap) {
-        refresh(view, block, size_class);  // the active bit we followed is stale
-        return 0;
-      }
-      const std::uint64_t chosen = View::choose_slots(free_chunks, wanted, seed, aim);
-      const std::uint64_t before = atomic_fetch_or(&header.allocation, chosen);
-      const std::uint64_t reserved = chosen & ~before;
-      if (reserved == 0) continue;  // others took them first, and so made progress
-      memory_fence();
-      const std::uint32_t block_class = atomic_load(&header.class_id);
-      if (block_class != Layout::class_id_of(size_class)) {
-        // Retired and restarted for another class (untyped or managed) since we found it.
-        release_untyped_chunks(view, block, block_class, reserved);
-        return 0;
-      }
-      if (((before | reserved) & full) == full) refresh(view, block, size_class);
-      return reserved;
-    }
-  }
-
-  /// Finds a block of @p size_class (or starts one) and reserves up to @p wanted chunks in it; at
-  /// least one unless the heap is out of memory.
-  /// @p aim: see try_reserve (a lane of a diverged warp passes its rank among the lanes allocating
-  /// with it, so that lanes sharing the warp's seed, and so its blocks, take different chunks).
-  SOAHEAP_HD static Reservation reserve(const View& view, int size_class, int wanted, std::uint32_t seed, int aim = -1) {
-    const BitmapView active_bits = active(view, size_class);
-    int rounds_without_any_block = 0;
-    for (int round = 0; round < kMaxAllocationRounds; ++round) {
-      const std::uint32_t round_seed = seed + static_cast<std::uint32_t>(round) * 0x9e3779b9u;
-      for (int lookup = 0; lookup < kActiveLookupAttempts; ++lookup) {
-        const std::uint64_t block = active_bits.try_find_set(round_seed ^ (static_cast<std::uint32_t>(lookup) << 24));
-        if (block == BitmapView::kNotFound) {
-          if (active_bits.appears_empty()) break;
-          continue;  // a summary bit over a word just emptied: look again (see HeapView::reserve_slots)
-        }
-        const std::uint64_t chunks = try_reserve(view, block, size_class, wanted, round_seed + lookup, aim);
-        if (chunks != 0) return {block, chunks};
-      }
-      if (aim > 0 && round < kFollowerRounds) {
-        back_off(round);  // the warp's first lane is probably starting a block with room for us
-        continue;
-      }
-      const std::uint64_t block = take_free_block(view, round_seed);
-      if (block != BitmapView::kNotFound) {
-        const int capacity = Layout::capacity(size_class);
-        const std::uint64_t chunks = low_bits(wanted < capacity ? wanted : capacity);
-        start_block(view, block, size_class, chunks);
-        atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});  // published now
-        view.count_block_taken();
-        return {block, chunks};
-      }
-      // A failed pick with free blocks left only lost races to other takers: try again.
-      if (active_bits.appears_empty() && view.free_blocks().appears_empty() &&
-          view.out_of_memory_stands(rounds_without_any_block))
-        return {0, 0};
-    }
-    return {0, 0};
-  }
-
-  /// Takes a block from the free bitmap, counted in transit until the caller publishes it (on
-  /// success the caller ends the transit; on failure it has ended here).
-  SOAHEAP_HD static std::uint64_t take_free_block(const View& view, std::uint32_t seed) {
-    atomic_fetch_add(&view.state->blocks_in_transit, 1);
-    const std::uint64_t block = view.free_blocks().clear_any(seed);
-    if (block == BitmapView::kNotFound) atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});
-    return block;
   }
 
   // ---- runs of blocks -------------------------------------------------------------------------------
@@ -324,7 +170,7 @@ struct Untyped {
         return reinterpret_cast<void*>(view.data_address(first));
       }
       atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});
-      if (first == BitmapView::kNotFound && view.out_of_memory_stands(rounds_without_run)) break;
+      if (first == BitmapView::kNotFound && out_of_memory_stands(view, rounds_without_run)) break;
     }
     record(view, HeapErrorKind::untyped_out_of_memory, bytes);
     return nullptr;
@@ -368,19 +214,15 @@ struct Untyped {
     return size_class >= 0 ? size_class : Layout::kClassCount;
   }
 
-  /// One thread's request (the host backend's path; on the device, runs and lanes of a diverged
-  /// warp, with their rank as @p aim).
-  SOAHEAP_HD static void* allocate_alone(const View& view, std::uint64_t bytes, int route_class, std::uint32_t seed,
-                                         int aim = -1) {
-    // Lanes of one warp share the seed: runs start their scans apart by rank.
-    if (route_class == Layout::kClassCount)
-      return allocate_run(view, bytes, seed + static_cast<std::uint32_t>(aim > 0 ? aim : 0) * 0x9e3779b9u);
-    const Reservation reservation = reserve(view, route_class, 1, seed, aim);
+  /// A chunk of @p size_class for one thread's request of @p bytes: the host backend's path (rank -1).
+  SOAHEAP_HD static void* allocate_chunk(const View& view, std::uint64_t bytes, int size_class, std::uint32_t seed) {
+    const Reservation reservation = reserve(view, view.untyped_class(size_class), 1, seed);
     if (reservation.slots == 0) {
+      // Starvation too: the payload must carry the size, and the message covers contention.
       record(view, HeapErrorKind::untyped_out_of_memory, bytes);
       return nullptr;
     }
-    return chunk_address(view, reservation.block, route_class, lowest_set_bit(reservation.slots));
+    return chunk_address(view, reservation.block, size_class, lowest_set_bit(reservation.slots));
   }
 
   SOAHEAP_HD static void* chunk_address(const View& view, std::uint64_t block, int size_class, int chunk) {
@@ -400,7 +242,8 @@ struct Untyped {
     if (bytes == 0) return nullptr;
     const std::uint32_t seed =
         mix_seed((std::uint64_t{ThreadPool::current_worker()} << 32) ^ next_host_seed());
-    void* result = allocate_alone(view, bytes, route_class, seed);
+    void* result = route_class == Layout::kClassCount ? allocate_run(view, bytes, seed)
+                                                      : allocate_chunk(view, bytes, route_class, seed);
     count_allocations(view, result != nullptr ? 1 : 0, result != nullptr ? bytes : 0, result != nullptr ? 0 : 1);
     return result;
 #endif
@@ -414,95 +257,106 @@ struct Untyped {
     if (failures != 0) atomic_fetch_add(&counters.failures, failures);
   }
 
+  /// soaheap::free: a chunk goes back to its block through the reservation core (a converged whole
+  /// warp releases the chunks of one block with one atomic), a run head frees its run.
   SOAHEAP_HD static void deallocate(const View& view, void* pointer) {
-    if (pointer == nullptr) return;
 #if SOAHEAP_DEVICE_CODE
-    if (!whole_warp_converged()) {
+    // Every lane stays to the end (no early return), so a warp converged here is still whole at
+    // the release below.
+    const bool converged = whole_warp_converged();
+    if (converged) {
+      const std::uint64_t frees = whole_warp_sum(pointer != nullptr ? 1 : 0);
+      if (lane_id() == 0 && frees != 0) atomic_fetch_add(&view.state->untyped.frees, frees);
+    } else if (pointer != nullptr) {
       atomic_fetch_add(&view.state->untyped.frees, 1);
-    } else if (lane_id() == 0) {
-      atomic_fetch_add(&view.state->untyped.frees, 32);  // one atomic for the whole warp
     }
 #else
+    if (pointer == nullptr) return;
     atomic_fetch_add(&view.state->untyped.frees, 1);
 #endif
     const auto address = reinterpret_cast<std::uint64_t>(pointer);
+    int size_class = -1;
+    int chunk = -1;
+    const std::uint64_t block = pointer != nullptr ? chunk_of(view, address, size_class, chunk) : BitmapView::kNotFound;
+    release_fence();  // the chunk's data stores are visible before the chunk is free again
+    bool released = true;
+#if SOAHEAP_DEVICE_CODE
+    if (converged) {
+      // Lanes without a chunk to release take part with kNotFound (their slot class is unused).
+      released = release_for_whole_warp(view, view.untyped_class(size_class >= 0 ? size_class : 0), block, chunk);
+    } else
+#endif
+    if (block != BitmapView::kNotFound) {
+      released = release_in_block(view, view.untyped_class(size_class), block, std::uint64_t{1} << chunk);
+    }
+    if (!released) record(view, HeapErrorKind::free_of_unallocated_memory, address);
+  }
+
+  /// The block and chunk of @p address when it is a chunk of a size class (their release is left to
+  /// the caller); kNotFound otherwise, after freeing a run that starts at @p address or recording
+  /// why @p address cannot be freed.
+  SOAHEAP_HD static std::uint64_t chunk_of(const View& view, std::uint64_t address, int& size_class, int& chunk) {
     if (address < view.data_base || address >= view.data_address(view.block_count)) {
       record(view, HeapErrorKind::free_of_foreign_pointer, address);
-      return;
+      return BitmapView::kNotFound;
     }
     const std::uint64_t block = (address - view.data_base) / kBlockBytes;
     const std::uint64_t offset = (address - view.data_base) % kBlockBytes;
     const std::uint32_t block_class = atomic_load(&view.headers[block].class_id);
-    const int size_class = Layout::size_class_of_id(block_class);
-    if (size_class >= 0) {
-      const std::uint64_t chunk = offset / Layout::chunk_bytes(size_class);
-      if (offset % Layout::chunk_bytes(size_class) != 0 || chunk >= static_cast<std::uint64_t>(Layout::capacity(size_class))) {
+    const int found_class = Layout::size_class_of_id(block_class);
+    if (found_class >= 0) {
+      const std::uint64_t index = offset / Layout::chunk_bytes(found_class);
+      if (offset % Layout::chunk_bytes(found_class) != 0 || index >= static_cast<std::uint64_t>(Layout::capacity(found_class))) {
         record(view, HeapErrorKind::free_of_foreign_pointer, address);
-        return;
+        return BitmapView::kNotFound;
       }
 #ifdef SOAHEAP_CHECKED
-      if (!allocated(view, size_class).get(block)) {
+      if (!allocated(view, found_class).get(block)) {
         record(view, HeapErrorKind::free_of_unallocated_memory, address);
-        return;
+        return BitmapView::kNotFound;
       }
 #endif
-      release_fence();  // the chunk's data stores are visible before the chunk is free again
-      if (!release(view, block, size_class, std::uint64_t{1} << chunk))
-        record(view, HeapErrorKind::free_of_unallocated_memory, address);
-      return;
+      size_class = found_class;
+      chunk = static_cast<int>(index);
+      return block;
     }
     if (offset == 0 && (block_class == kUntypedRunHeadId || block_class == kUntypedRunFreedId)) {
       release_fence();
       if (!free_run(view, block)) record(view, HeapErrorKind::free_of_unallocated_memory, address);
-      return;
+      return BitmapView::kNotFound;
     }
     // Inside a run, an object block, or a free block that never held untyped memory.
     record(view, block_class == kUntypedRunBodyId || view.free_blocks().get(block)
                      ? HeapErrorKind::free_of_unallocated_memory
                      : HeapErrorKind::free_of_foreign_pointer,
            address);
+    return BitmapView::kNotFound;
   }
 
  private:
 #if SOAHEAP_DEVICE_CODE
-  /// A whole converged warp whose requests share one size class is served by lane 0, which
-  /// reserves chunks for all 32 lanes block by block (as for objects). Every other request — lanes
-  /// of a partial or diverged warp, mixed size classes, runs — is served alone: a reservation is
-  /// handed from lane to lane only within the whole warp (the invariant of
-  /// HeapView::allocate_slot_in_warp and "Warp aggregation" in docs/architecture.md).
+  /// Chunks go through the reservation core's reserve_in_warp when the whole warp is converged and
+  /// its requests share one size class (one lane may then reserve for all); otherwise, and for
+  /// runs, every lane serves itself.
   __device__ static void* allocate_in_warp(const View& view, std::uint64_t bytes, int route_class) {
-    const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     // Zero-byte requests get nullptr without an error, like a run of their own.
     const unsigned label = bytes == 0 ? static_cast<unsigned>(Layout::kClassCount) + 1 : static_cast<unsigned>(route_class);
     const bool converged = whole_warp_converged();
-    int one_chunk_class = 0;
-    if (converged) {
-      __match_all_sync(kFullWarp, label, &one_chunk_class);
-      one_chunk_class = one_chunk_class && label < static_cast<unsigned>(Layout::kClassCount);
-    }
+    int one_label = 0;
+    if (converged) __match_all_sync(kFullWarp, label, &one_label);
+    const unsigned lanes = __activemask();
     std::uint64_t pointer = 0;
-    if (one_chunk_class) {
-      const int lane = lane_id();
-      std::uint32_t seed = mix_seed((thread / 32) ^ (static_cast<std::uint64_t>(clock64()) << 20));
-      int served = 0;
-      while (served < 32) {
-        Reservation reservation{0, 0};
-        if (lane == 0) reservation = reserve(view, route_class, 32 - served, seed);
-        const std::uint64_t block = __shfl_sync(kFullWarp, reservation.block, 0);
-        const std::uint64_t chunks = __shfl_sync(kFullWarp, reservation.slots, 0);
-        if (chunks == 0) break;  // out of memory: the remaining lanes get nullptr
-        const int granted = popcount(chunks);
-        if (lane >= served && lane < served + granted)
-          pointer = reinterpret_cast<std::uint64_t>(chunk_address(view, block, route_class, nth_set_bit(chunks, lane - served)));
-        served += granted;
-        seed = mix_seed(seed + 1);
-      }
-      if (pointer == 0) record(view, HeapErrorKind::untyped_out_of_memory, bytes);
+    if (bytes != 0 && route_class < Layout::kClassCount) {
+      const SlotClass slot_class = view.untyped_class(route_class);
+      const LaneSlot slot = one_label ? reserve_in_warp(view, slot_class, true, static_cast<std::uint64_t>(route_class))
+                                      : reserve_for_lane(view, slot_class, lanes, static_cast<std::uint64_t>(route_class));
+      if (slot.slot >= 0) pointer = reinterpret_cast<std::uint64_t>(chunk_address(view, slot.block, route_class, slot.slot));
+      else record(view, HeapErrorKind::untyped_out_of_memory, bytes);
     } else if (bytes != 0) {
-      // As for objects: the warp's seed and the lane's rank steer lanes to the same blocks, apart.
-      const unsigned lanes = __activemask();
-      const std::uint32_t seed = mix_seed((thread / 32) ^ (std::uint64_t{lanes} << 32) ^ route_class);
-      pointer = reinterpret_cast<std::uint64_t>(allocate_alone(view, bytes, route_class, seed, popcount(lanes & lanes_below())));
+      // Lanes of one warp share the seed: their runs start their scans apart by rank.
+      const int rank = popcount(lanes & lanes_below());
+      const std::uint32_t seed = warp_seed((std::uint64_t{lanes} << 32) ^ Layout::kClassCount) + static_cast<std::uint32_t>(rank) * 0x9e3779b9u;
+      pointer = reinterpret_cast<std::uint64_t>(allocate_run(view, bytes, seed));
     }
     const std::uint64_t succeeded = pointer != 0 ? 1 : 0;
     const std::uint64_t failed = bytes != 0 && pointer == 0 ? 1 : 0;
@@ -532,15 +386,6 @@ struct Untyped {
 #endif
   }
 };
-
-template <class View>
-SOAHEAP_HD bool release_untyped_chunks(const View& view, std::uint64_t block, std::uint32_t block_class,
-                                       std::uint64_t chunks) {
-  const int size_class = View::Untyped::size_class_of_id(block_class);
-  if (size_class >= 0) return Untyped<View>::release(view, block, size_class, chunks);
-  if (block_class < static_cast<std::uint32_t>(View::kClassCount)) return view.release_slots(block, chunks);
-  return false;  // run blocks and free blocks hold no reservable slots
-}
 
 /// Per 256 blocks: per size class blocks, used chunks and active blocks; then run heads and run blocks.
 template <class View>
@@ -651,14 +496,14 @@ UntypedStats collect_untyped_stats(const Executor& executor, const View& view, c
 /// @param heap a HeapView (`heap.view()`)
 template <class... Classes>
 SOAHEAP_HD void* malloc(const HeapView<Classes...>& heap, std::uint64_t bytes) {
-  return detail::Untyped<HeapView<Classes...>>::allocate(heap, bytes, detail::kUntypedAlignment);
+  return detail::Untyped<detail::HeapInternals<Classes...>>::allocate(detail::internals(heap), bytes, detail::kUntypedAlignment);
 }
 
 /// @brief malloc with an @p alignment (a power of two up to 128 bytes).
 /// @return nullptr for any other alignment, recording an error that the next host call throws
 template <class... Classes>
 SOAHEAP_HD void* malloc_aligned(const HeapView<Classes...>& heap, std::uint64_t bytes, std::uint64_t alignment) {
-  return detail::Untyped<HeapView<Classes...>>::allocate(heap, bytes, alignment);
+  return detail::Untyped<detail::HeapInternals<Classes...>>::allocate(detail::internals(heap), bytes, alignment);
 }
 
 /// @brief Frees memory that soaheap::malloc of the same heap returned (nullptr is ignored). A
@@ -666,7 +511,7 @@ SOAHEAP_HD void* malloc_aligned(const HeapView<Classes...>& heap, std::uint64_t 
 /// the checked mode (SOAHEAP_CHECKED) also cross-checks the block's bitmap.
 template <class... Classes>
 SOAHEAP_HD void free(const HeapView<Classes...>& heap, void* pointer) {
-  detail::Untyped<HeapView<Classes...>>::deallocate(heap, pointer);
+  detail::Untyped<detail::HeapInternals<Classes...>>::deallocate(detail::internals(heap), pointer);
 }
 
 }  // namespace soaheap

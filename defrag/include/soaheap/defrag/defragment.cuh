@@ -92,7 +92,7 @@ CoveredOccupancy measure_occupancy(const HeapType& heap, const DefragOptions& op
   const HeapStats stats = heap.stats();
   double free_fraction_sum = 0;
   CoveredOccupancy result;
-  for_each_covered_class<T, typename HeapType::View>(options, [&](auto tag) {
+  for_each_covered_class<T, ::soaheap::detail::internals_t<HeapType>>(options, [&](auto tag) {
     using C = tag_type_t<decltype(tag)>;
     const ClassStats& entry = stats.classes[HeapType::template class_id<C>];
     free_fraction_sum += entry.fragmentation() * static_cast<double>(entry.allocated_blocks);
@@ -110,14 +110,14 @@ CoveredOccupancy measure_occupancy(const HeapType& heap, const DefragOptions& op
 template <class C, class... Classes>
 void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, DefragResult& result) {
   using HeapType = Heap<Classes...>;
-  using View = typename HeapType::View;
+  using View = ::soaheap::detail::internals_t<HeapType>;
   constexpr int kClass = HeapType::template class_id<C>;
   constexpr int kCapacity = HeapType::template capacity<C>;
   const int n = heap.defrag_factor(kClass);
   const long long retained = options.retained_candidates;
   const long long min_sources = options.min_compactions < 1 ? 1 : options.min_compactions;
   const bool records = options.strategy == RewriteStrategy::records || !forwarding_pointers_fit_v<View, C>;
-  const View view = heap.view();
+  const View view = ::soaheap::detail::internals(heap);
   const Executor& executor = heap.executor();
 
   // Blocks of the other classes do not change while C is compacted, so their lists are taken once
@@ -209,7 +209,7 @@ void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, Defr
 template <class T, class... Classes>
 void prepare_defragment(Heap<Classes...>& heap, const DefragOptions& options) {
   using HeapType = Heap<Classes...>;
-  using View = typename HeapType::View;
+  using View = ::soaheap::detail::internals_t<HeapType>;
   static_assert(HeapType::template class_id<T> >= 0,
                 "soaheap::defragment: this class is not one of the heap's classes");
   heap.require_idle("defrag");
@@ -265,7 +265,7 @@ inline void log_defrag_result(const DefragResult& result, const char* how) {
 template <class T, class... Classes>
 DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
   using HeapType = Heap<Classes...>;
-  using View = typename HeapType::View;
+  using View = ::soaheap::detail::internals_t<HeapType>;
   detail::prepare_defragment<T>(heap, options);
   const std::string name = T::kName;
   const typename HeapType::OperationGuard guard(heap, "defrag");
@@ -295,7 +295,7 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
 template <class T, class Order, class... Classes>
 DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options, const Order& order) {
   using HeapType = Heap<Classes...>;
-  using View = typename HeapType::View;
+  using View = ::soaheap::detail::internals_t<HeapType>;
   const std::string name = T::kName;
   if (options.compaction != CompactionStrategy::plan)
     throw invalid_argument("soaheap: ordered defrag of " + name + ": compaction=passes cannot order objects; use plan");

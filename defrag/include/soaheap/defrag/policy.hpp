@@ -63,7 +63,7 @@ namespace detail {
 /// Calls f(type_tag<C>) for every concrete class C of the heap.
 template <class... Classes, class Function>
 void for_each_concrete_class(const Heap<Classes...>&, Function&& f) {
-  using View = typename Heap<Classes...>::View;
+  using View = ::soaheap::detail::internals_t<Heap<Classes...>>;
   (
       [&] {
         if constexpr (!Classes::kAbstract) f(typename View::template type_tag<Classes>{});

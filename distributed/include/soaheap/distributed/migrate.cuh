@@ -185,7 +185,7 @@ std::vector<std::uint64_t> message_offsets(const std::vector<std::uint64_t>& cou
 template <class C, class HeapT, class Items, class Links>
 std::exception_ptr migrate_items(HeapT& heap, Transport& transport, std::uint64_t item_count, const Items& items,
                                  const Links& links, const MigrationOptions& options, MigrationStats& stats) {
-  using View = typename HeapT::View;
+  using View = ::soaheap::detail::internals_t<HeapT>;
   constexpr int kCapacity = HeapT::template capacity<C>;
   const int ranks = transport.size();
   const int rank = transport.rank();
@@ -200,7 +200,7 @@ std::exception_ptr migrate_items(HeapT& heap, Transport& transport, std::uint64_
   scratch.cursors.copy_from_host(0, zeros.data(), zeros.size() * sizeof(std::uint64_t));
   auto* counters = scratch.counters.template as<MigrationCounters>();
   if (item_count > 0)
-    heap.launch(item_count, SurveyKernel<View, C, Items, Links>{heap.view(), items, scratch.decisions.template as<std::int32_t>(),
+    heap.launch(item_count, SurveyKernel<View, C, Items, Links>{::soaheap::detail::internals(heap), items, scratch.decisions.template as<std::int32_t>(),
                                                            scratch.per_rank.template as<std::uint64_t>(), counters,
                                                            links, rank, ranks});
   heap.synchronize();
@@ -213,7 +213,7 @@ std::exception_ptr migrate_items(HeapT& heap, Transport& transport, std::uint64_
   MigrationScratch::grow(scratch.send_buffer, backend, send_bytes + 16);
   scratch.send_offsets.copy_from_host(0, send_offsets.data(), send_offsets.size() * sizeof(std::uint64_t));
   if (send_bytes > 0)
-    heap.launch(item_count, PackKernel<View, C, Items, Links>{heap.view(), items, scratch.decisions.template as<std::int32_t>(),
+    heap.launch(item_count, PackKernel<View, C, Items, Links>{::soaheap::detail::internals(heap), items, scratch.decisions.template as<std::int32_t>(),
                                                   scratch.per_rank.template as<std::uint64_t>(),
                                                   scratch.send_offsets.template as<std::uint64_t>(),
                                                   scratch.cursors.template as<std::uint64_t>(),
@@ -251,12 +251,12 @@ std::exception_ptr migrate_items(HeapT& heap, Transport& transport, std::uint64_
     const std::uint64_t groups = (received + kCapacity - 1) / kCapacity;
     MigrationScratch::grow(scratch.fresh_blocks, backend, groups * sizeof(std::uint32_t));
     const auto free_list = heap.enumerate_blocks(0);  // the free bitmap, in address order
-    heap.launch(groups, ClaimFreshBlocksKernel<View, C>{heap.view(), free_list.ids(), free_list.count,
+    heap.launch(groups, ClaimFreshBlocksKernel<View, C>{::soaheap::detail::internals(heap), free_list.ids(), free_list.count,
                                                         scratch.fresh_blocks.template as<std::uint32_t>(), received});
     fresh_blocks = scratch.fresh_blocks.template as<std::uint32_t>();
   }
   if (received > 0)
-    heap.launch(received, UnpackKernel<View, C, Links>{heap.view(), scratch.received_first.template as<std::uint64_t>(),
+    heap.launch(received, UnpackKernel<View, C, Links>{::soaheap::detail::internals(heap), scratch.received_first.template as<std::uint64_t>(),
                                                        scratch.received_offsets.template as<std::uint64_t>(),
                                                        scratch.receive_buffer.template as<unsigned char>(), counters,
                                                        links, ranks, fresh_blocks});
@@ -308,7 +308,7 @@ std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destin
   const auto list = heap.enumerate_blocks(1 + HeapT::template class_id<C>);
   const std::uint64_t slots = list.count * static_cast<std::uint64_t>(HeapT::template capacity<C>);
   return migrate_items<C>(heap, transport, slots,
-                          SlotItems<typename HeapT::View, C, T, Destination>{heap.view(), list.ids(), destination},
+                          SlotItems<::soaheap::detail::internals_t<HeapT>, C, T, Destination>{::soaheap::detail::internals(heap), list.ids(), destination},
                           links, options, stats);
 }
 
@@ -381,7 +381,7 @@ MigrationStats migrate_departures(HeapT& heap, Transport& transport, Departures&
   std::exception_ptr first_error = detail::step_each_class<T>(heap, transport, stats, [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
     return detail::migrate_items<C>(
-        heap, transport, count, detail::DepartureItems<typename HeapT::View, C>{departures.objects(), departures.ranks()},
+        heap, transport, count, detail::DepartureItems<::soaheap::detail::internals_t<HeapT>, C>{departures.objects(), departures.ranks()},
         links, options, stats);
   });
   departures.clear();

@@ -172,9 +172,9 @@ SOAHEAP_UNROLL
   SOAHEAP_HD std::uint64_t count_slots(bool used_only) const {
     constexpr int kClass = class_id<T>;
     static_assert(kClass >= 0, "SoaAllocator: this class is not in the allocator's class list");
-    const View& heap = view();
+    const auto heap = ::soaheap::detail::internals(view());  // a copy: view() is a temporary
     const ::soaheap::BitmapView allocated = heap.allocated_blocks(kClass);
-    const std::uint64_t full = View::full_mask(kClass);
+    const std::uint64_t full = heap.full_mask(kClass);
     std::uint64_t slots = 0;
     for (std::uint64_t word = 0; word < heap.bitmap_shape.level_words[0]; ++word) {
       std::uint64_t blocks = ::soaheap::detail::atomic_load(&allocated.word(0, word));
@@ -183,7 +183,7 @@ SOAHEAP_UNROLL
         blocks &= blocks - 1;
         slots += used_only ? static_cast<std::uint64_t>(::soaheap::detail::popcount(
                                  ::soaheap::detail::atomic_load(&heap.headers[block].allocation) & full))
-                           : static_cast<std::uint64_t>(View::capacity_of_class(kClass));
+                           : static_cast<std::uint64_t>(heap.capacity_of_class(kClass));
       }
     }
     return slots;

@@ -391,7 +391,7 @@ struct ParallelDoKernel {
   SOAHEAP_HD void run(std::uint64_t tid, const Item& item) const {
     const int slot = static_cast<int>(tid % kCapacity);
     if (((item.snapshot >> slot) & 1u) == 0) return;
-    T* object = view.template make_pointer<C>(item.block, slot);
+    T* object = internals(view).template make_pointer<C>(item.block, slot);
     arguments.apply([&](const auto&... values) { (object->*Method)(values...); });
   }
   SOAHEAP_HD void operator()(std::uint64_t tid) const { run(tid, prefetch(tid)); }
@@ -402,7 +402,7 @@ struct ParallelDoKernel {
 #if SOAHEAP_DEVICE_CODE
     const int slot = static_cast<int>(tid % kCapacity);
     if (((item.snapshot >> slot) & 1u) == 0) return;
-    const std::uint64_t data = view.data_address(item.block);
+    const std::uint64_t data = internals(view).data_address(item.block);
     warm_fields(data, slot, std::make_integer_sequence<int, all_field_types_t<C>::size>{});
 #else
     (void)tid;

@@ -39,10 +39,10 @@ bool class_derives_from(int class_index) {
 template <class... Classes>
 void Heap<Classes...>::validate(Validation level) const {
   const Snapshot snapshot = take_snapshot(level == Validation::full);
-  const View& view = snapshot.view;
+  const Internals& view = snapshot.view;
 
   // 1. Every bitmap level agrees with the one below, and no bit lies beyond the heap.
-  for (int b = 0; b < View::kBitmapCount; ++b) {
+  for (int b = 0; b < Internals::kBitmapCount; ++b) {
     const BitmapView bitmap = view.bitmap(b);
     for (int level = 0; level < shape_.level_count; ++level) {
       const std::uint64_t bits = level == 0 ? block_count_ : shape_.level_words[level - 1];
@@ -103,7 +103,7 @@ void Heap<Classes...>::validate(Validation level) const {
       detail::InvariantReport::fail(block, class_name(owner), "header says class id ", header.class_id,
                                     " but the block is in allocated[", class_name(owner), "]");
     const int capacity_c = capacity_of_class(owner);
-    if ((header.allocation & ~View::full_mask(owner)) != 0)
+    if ((header.allocation & ~Internals::full_mask(owner)) != 0)
       detail::InvariantReport::fail(block, class_name(owner), "slots beyond the capacity ", capacity_c,
                                     " are marked allocated (bitmap 0x", std::hex, header.allocation, ")");
     const int fill = detail::popcount(header.allocation);
@@ -161,7 +161,7 @@ void Heap<Classes...>::validate(Validation level) const {
     const BitmapView allocated = view.allocated_blocks(class_id<C>);
     for (std::uint64_t block = 0; block < block_count_; ++block) {
       if (!allocated.get(block)) continue;
-      const std::uint64_t objects = view.headers[block].allocation & View::full_mask(class_id<C>);
+      const std::uint64_t objects = view.headers[block].allocation & Internals::full_mask(class_id<C>);
       detail::for_each_index<FieldList::size>([&](auto field_index) {
         constexpr int kField = std::decay_t<decltype(field_index)>::value;
         using FieldType = type_at_t<FieldList, kField>;
@@ -173,7 +173,7 @@ void Heap<Classes...>::validate(Validation level) const {
             if (((objects >> slot) & 1u) == 0) continue;
             const auto* pointers = reinterpret_cast<const std::uint64_t*>(&values[slot]);
             for (int k = 0; k < pointer_field_extent_v<FieldType>; ++k)
-              check_pointer(pointers[k], typename View::template type_tag<Pointee>{}, block, class_id<C>, kField, slot);
+              check_pointer(pointers[k], typename Internals::template type_tag<Pointee>{}, block, class_id<C>, kField, slot);
           }
         }
       });
@@ -181,7 +181,7 @@ void Heap<Classes...>::validate(Validation level) const {
   };
   (
       [&] {
-        if constexpr (!Classes::kAbstract) check_class(typename View::template type_tag<Classes>{});
+        if constexpr (!Classes::kAbstract) check_class(typename Internals::template type_tag<Classes>{});
       }(),
       ...);
 }

@@ -395,7 +395,7 @@ template <class C, class Order, class... Classes>
 void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragResult& result, double& unused_before,
                             double& unused_after) {
   using HeapType = Heap<Classes...>;
-  using View = typename HeapType::View;
+  using View = ::soaheap::detail::internals_t<HeapType>;
   constexpr int kClass = HeapType::template class_id<C>;
   constexpr int kCapacity = HeapType::template capacity<C>;
   constexpr int kField = in_place_forwarding_field_v<View, C>;
@@ -410,7 +410,7 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   const double order_before_s = scratch.order_timer.seconds(executor);
 
   OrderPlan<View> plan;
-  plan.view = heap.view();
+  plan.view = ::soaheap::detail::internals(heap);
   plan.counts = scratch.counts.template as<OrderCounts>();
   plan.flows = shared.flows.template as<std::uint64_t>();  // room for PlanFlow[M]: u64[M] fits
   plan.offsets = shared.offsets.template as<std::uint64_t>();

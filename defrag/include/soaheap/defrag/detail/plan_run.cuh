@@ -125,14 +125,14 @@ inline void read_phase_totals(PlanScratch& scratch, const Executor& executor, do
 template <class C, class... Classes>
 void enqueue_class_plan(Heap<Classes...>& heap, PlanScratch& scratch, const DefragOptions& options) {
   using HeapType = Heap<Classes...>;
-  using View = typename HeapType::View;
+  using View = ::soaheap::detail::internals_t<HeapType>;
   constexpr int kClass = HeapType::template class_id<C>;
   constexpr int kField = in_place_forwarding_field_v<View, C>;
   const Executor& executor = heap.executor();
   const std::uint64_t blocks = heap.block_count();
 
   CompactionPlan<View> plan;
-  plan.view = heap.view();
+  plan.view = ::soaheap::detail::internals(heap);
   plan.counts = scratch.class_counts(kClass);
   plan.flows = scratch.flows.template as<PlanFlow>();
   plan.offsets = scratch.offsets.template as<PlanFlow>();
@@ -216,7 +216,7 @@ void for_each_covered_class(const DefragOptions& options, Function&& f) {
 template <class T, class... Classes>
 void compact_with_plan(Heap<Classes...>& heap, const DefragOptions& options, DefragResult& result) {
   using HeapType = Heap<Classes...>;
-  using View = typename HeapType::View;
+  using View = ::soaheap::detail::internals_t<HeapType>;
   PlanScratch& scratch = heap.template attachment<PlanScratch>();
   scratch.ensure(heap.backend(), heap.block_count(), HeapType::kClassCount);
   const Executor& executor = heap.executor();

@@ -1,0 +1,438 @@
+#pragma once
+/// @file slot_reservation.cuh
+/// @brief The one reservation core of the heap. A block holds up to 64 slots of one *slot class*
+///        — a managed class (one object per slot) or an untyped size class (one chunk per slot) —
+///        tracked by the block's 64-bit allocation word. This file finds a block with room,
+///        starts a new one, reserves and releases slots, retires emptied blocks, keeps the class's
+///        active and defrag-candidate bitmaps in step, confirms out of memory, and hands a whole
+///        warp's reservations over (DynaSOAr's Alg. 1, 2, 6-9, redone so that no thread ever
+///        waits for another). Typed objects (heap_internals.cuh) and untyped memory
+///        (untyped_memory.cuh) differ only in the SlotClass they pass.
+///
+/// Functions take the heap's internals as `Heap`: its `headers`, `free_blocks()`, `state`,
+/// `count_block_taken()`, `count_block_freed()` and `release_slots(block, slots)` (a release in a
+/// block of whatever class its header names now, for rollbacks).
+
+#include <soaheap/base/portability.cuh>
+#include <soaheap/core/bitmap.cuh>
+#include <soaheap/core/detail/runtime_state.cuh>
+#include <soaheap/core/heap_layout.cuh>
+
+#include <cstdint>
+
+namespace soaheap::detail {
+
+/// Lookups in active blocks before taking a free block (DynaSOAr's r = 5).
+inline constexpr int kActiveLookupAttempts = 5;
+/// Bound on allocation rounds so that an allocation can never spin forever; each lost round means
+/// another thread made progress, so reaching it needs pathological contention.
+inline constexpr int kMaxAllocationRounds = 1 << 16;
+/// Rounds in which a thread must find neither a free nor an active block before it reports out of
+/// memory although some block is still being published by another thread.
+inline constexpr int kOutOfMemoryConfirmations = 16;
+/// Rounds that must find the heap empty before out of memory stands even with no block in
+/// transit: a block's active bit can be off for a moment while a stale refresh settles.
+inline constexpr int kOutOfMemoryEmptyChecks = 3;
+/// Rounds in which a lane of a diverged warp that is not the first of its warp to allocate leaves
+/// starting a new block to that first lane (backing off meanwhile), so that a diverged warp fills
+/// one new block rather than one block per lane.
+inline constexpr int kFollowerRounds = 6;
+/// With HeapOptions::pack_allocations: rounds in which a lane of a diverged warp whose lookups
+/// found only blocks that filled up under it looks again (after a pause) instead of starting a new
+/// block, so that many lanes filling the same few blocks do not leave new blocks half full
+/// (docs/decisions: pack_allocations).
+inline constexpr int kPackedContendedRounds = 4;
+/// A converged warp lets one lane reserve for all only for slot classes of at least this many
+/// slots per block. Below it the leader would start up to 32 blocks one after the other while the
+/// other lanes wait; reserving each for itself, the lanes start them at the same time
+/// (untyped whole-block chunks, 1,024 threads: docs/decisions, one reservation core).
+inline constexpr int kMinCapacityForWarpHandover = 8;
+
+/// What differs between kinds of slots; everything else in this file is written once.
+struct SlotClass {
+  std::uint32_t header_id;  ///< class id in the headers of the class's blocks
+  int capacity;             ///< slots per block, 1..64
+  /// A block with at most this many slots in use is a defrag candidate; -1: the class has none.
+  int candidate_threshold;
+  BitmapView allocated;     ///< the class's blocks
+  BitmapView active;        ///< its blocks with a free slot
+  BitmapView candidates;    ///< its defrag candidates (unused when candidate_threshold < 0)
+
+  SOAHEAP_HD std::uint64_t full_mask() const { return low_bits(capacity); }
+  SOAHEAP_HD bool has_candidates() const { return candidate_threshold >= 0; }
+  /// Whether a block going from @p fill_before to @p fill_after used slots changes its active or
+  /// candidate state (its bitmaps then need a refresh).
+  SOAHEAP_HD bool state_changes(int fill_before, int fill_after) const {
+    const bool full_before = fill_before == capacity;
+    const bool full_after = fill_after == capacity;
+    const bool candidate_before = fill_before <= candidate_threshold;
+    const bool candidate_after = fill_after <= candidate_threshold;
+    return full_before != full_after || candidate_before != candidate_after;
+  }
+};
+
+/// Result of a reservation: the block and the slots reserved in it; slots == 0: failed, for the
+/// reason in `failure` (out_of_memory or allocation_starved), which the caller records.
+struct Reservation {
+  std::uint64_t block;
+  std::uint64_t slots;
+  HeapErrorKind failure;
+};
+
+/// Up to @p wanted set bits of @p free_slots, starting at a seed-dependent position.
+/// With @p aim >= 0 (a lane of a diverged warp, wanted = 1): the aim-th free slot, modulo their
+/// number, so that lanes of one warp reserving in one block rarely collide.
+SOAHEAP_HD inline std::uint64_t choose_slots(std::uint64_t free_slots, int wanted, std::uint32_t seed, int aim = -1) {
+  if (aim >= 0) return std::uint64_t{1} << nth_set_bit(free_slots, aim % popcount(free_slots));
+  if (wanted <= 1) return std::uint64_t{1} << pick_set_bit(free_slots, seed);
+  if (popcount(free_slots) <= wanted) return free_slots;
+  // Several slots (a warp's reservation): the lowest free ones at or above a seed-dependent slot,
+  // then wrapping around, so that warps reserving in one block at once do not all go for the same
+  // slots and retry.
+  const int start = static_cast<int>(seed % 64u);
+  std::uint64_t chosen = 0;
+  std::uint64_t remaining = rotate_right(free_slots, start);
+  for (int taken = 0; taken < wanted; ++taken) {
+    const std::uint64_t lowest = remaining & (~remaining + 1);
+    chosen |= lowest;
+    remaining ^= lowest;
+  }
+  return rotate_right(chosen, (64 - start) & 63);
+}
+
+// ---- block state --------------------------------------------------------------------------------
+/// What @p slot_class's active and candidate bitmaps should say about @p block right now.
+SOAHEAP_HD inline void desired_block_state(const BlockHeader* headers, const SlotClass& slot_class,
+                                           std::uint64_t block, bool& active, bool& candidate) {
+  const std::uint32_t header_id = atomic_load(&headers[block].class_id);
+  const std::uint64_t allocation = atomic_load(&headers[block].allocation);
+  if (header_id != slot_class.header_id || allocation == kInvalidatedBitmap) {
+    active = candidate = false;
+    return;
+  }
+  const int fill = popcount(allocation & slot_class.full_mask());
+  active = fill < slot_class.capacity;
+  candidate = fill <= slot_class.candidate_threshold;
+}
+
+/// @brief Makes the class's active and candidate bits of @p block agree with its fill level.
+/// Repeats until the fill level did not change in a way that matters while it wrote, so
+/// concurrent callers converge on the state of the last change (no waiting on other threads).
+SOAHEAP_HD inline void refresh_block_state(const BlockHeader* headers, const SlotClass& slot_class, std::uint64_t block) {
+  bool want_active = false;
+  bool want_candidate = false;
+  desired_block_state(headers, slot_class, block, want_active, want_candidate);
+  for (;;) {
+    // Keep defrag ⇒ active ⇒ allocated on the way up and down.
+    if (want_active) {
+      slot_class.active.set(block);
+      if (slot_class.has_candidates()) slot_class.candidates.assign(block, want_candidate);
+    } else {
+      if (slot_class.has_candidates()) slot_class.candidates.clear(block);
+      slot_class.active.clear(block);
+    }
+    memory_fence();
+    bool now_active = false;
+    bool now_candidate = false;
+    desired_block_state(headers, slot_class, block, now_active, now_candidate);
+    if (now_active == want_active && now_candidate == want_candidate) return;
+    want_active = now_active;
+    want_candidate = now_candidate;
+  }
+}
+
+/// Starts @p block, just taken from the free bitmap, as a block of @p slot_class with @p slots reserved.
+template <class Heap>
+SOAHEAP_HD void start_block(const Heap& heap, const SlotClass& slot_class, std::uint64_t block, std::uint64_t slots) {
+  BlockHeader& header = heap.headers[block];
+  atomic_store(&header.class_id, slot_class.header_id);
+  atomic_store(&header.iteration, 0);
+  // Threads that still hold this block from an earlier life must see the new class before they
+  // can see free slots (DynaSOAr Alg. 8); they then roll their reservation back. Their
+  // reservation is an acquire RMW on the allocation word, so release ordering suffices here.
+  release_fence();
+  atomic_store(&header.allocation, slots);
+  release_fence();
+  slot_class.allocated.set(block);
+  refresh_block_state(heap.headers, slot_class, block);
+}
+
+/// Called by whoever emptied @p block: invalidate it (all bits to 1 in one CAS from 0, so no
+/// reservation can succeed any more) and return it to the free bitmap. If someone reserved a slot
+/// in the meantime the CAS fails and the block lives on.
+template <class Heap>
+SOAHEAP_HD void try_retire_block(const Heap& heap, const SlotClass& slot_class, std::uint64_t block) {
+  if (atomic_cas(&heap.headers[block].allocation, 0, kInvalidatedBitmap) != 0) {
+    refresh_block_state(heap.headers, slot_class, block);
+    return;
+  }
+  if (slot_class.has_candidates()) slot_class.candidates.clear(block);
+  slot_class.active.clear(block);
+  slot_class.allocated.clear(block);
+  heap.count_block_freed();
+  memory_fence();
+  heap.free_blocks().set(block);
+}
+
+// ---- reserving --------------------------------------------------------------------------------
+/// Reserves up to @p wanted free slots of @p block for @p slot_class; returns them (0: none).
+/// @p aim: see choose_slots.
+template <class Heap>
+SOAHEAP_HD std::uint64_t try_reserve_in_block(const Heap& heap, const SlotClass& slot_class, std::uint64_t block,
+                                              int wanted, std::uint32_t seed, int aim = -1) {
+  BlockHeader& header = heap.headers[block];
+  const std::uint64_t full = slot_class.full_mask();
+  for (;;) {
+    const std::uint64_t allocation = atomic_load(&header.allocation);
+    const std::uint64_t free_slots = ~allocation & full;
+    if (free_slots == 0 || allocation == kInvalidatedBitmap) {
+      // Full, free, or another class's: the active bit we followed is stale.
+      refresh_block_state(heap.headers, slot_class, block);
+      return 0;
+    }
+    const std::uint64_t chosen = choose_slots(free_slots, wanted, seed, aim);
+    // Acquire: if the block was restarted for another class, the class id below is the new one.
+    const std::uint64_t before = atomic_fetch_or_acquire(&header.allocation, chosen);
+    const std::uint64_t reserved = chosen & ~before;
+    if (reserved == 0) continue;  // others were faster; they made progress
+    if (atomic_load(&header.class_id) != slot_class.header_id) {
+      // Retired and restarted for another class since we found it (DynaSOAr's rollback case);
+      // nothing was constructed yet, so giving the slots back is enough.
+      heap.release_slots(block, reserved);
+      return 0;
+    }
+    if (slot_class.state_changes(popcount(before & full), popcount((before | reserved) & full)))
+      refresh_block_state(heap.headers, slot_class, block);
+    return reserved;
+  }
+}
+
+/// @brief Called after a round that found the heap empty (no block of the class with room, none
+/// free): true once the answer stands; otherwise it backs off, a little longer each time, and the
+/// caller tries again. Many starving threads keep blocks_in_transit above zero for each other, so
+/// after a few rounds that all found nothing the answer stands anyway (publishing a block takes
+/// far less time); the growing pause gives a descheduled publisher (host threads on few cores)
+/// the time to finish first.
+template <class Heap>
+SOAHEAP_HD bool out_of_memory_stands(const Heap& heap, int& empty_rounds) {
+  ++empty_rounds;
+  if ((empty_rounds >= kOutOfMemoryEmptyChecks && atomic_load(&heap.state->blocks_in_transit) == 0) ||
+      empty_rounds >= kOutOfMemoryConfirmations)
+    return true;
+  back_off(empty_rounds);
+  return false;
+}
+
+/// Takes a block from the free bitmap, counted in transit until the caller publishes it with
+/// end_transit (on failure the transit has ended here). While a block is in transit an
+/// empty-looking heap is not yet out of memory.
+template <class Heap>
+SOAHEAP_HD std::uint64_t take_free_block(const Heap& heap, std::uint32_t seed) {
+  atomic_fetch_add(&heap.state->blocks_in_transit, 1);
+  const std::uint64_t block = heap.free_blocks().clear_any(seed);
+  if (block == BitmapView::kNotFound) atomic_fetch_add(&heap.state->blocks_in_transit, ~std::uint64_t{0});
+  return block;
+}
+template <class Heap>
+SOAHEAP_HD void end_transit(const Heap& heap) {
+  atomic_fetch_add(&heap.state->blocks_in_transit, ~std::uint64_t{0});  // -1
+}
+
+/// @brief Finds a block of @p slot_class and reserves up to @p wanted slots in it (at least one
+/// unless the heap is out of memory). The first lane of a whole warp calls it for the warp; a lane
+/// of a diverged warp calls it for itself with @p rank, its position among the lanes of its warp
+/// allocating with it (a hint, never needed for correctness): with the warp's @p seed they look at
+/// the same blocks, the lane aims at the rank-th free slot, and in the first rounds it leaves
+/// starting a new block to rank 0. Host threads pass rank -1 (no hint).
+template <class Heap>
+SOAHEAP_HD Reservation reserve(const Heap& heap, const SlotClass& slot_class, int wanted, std::uint32_t seed,
+                               int rank = -1) {
+  const BitmapView& active = slot_class.active;
+  int empty_rounds = 0;
+  int contended_rounds = 0;
+  for (int round = 0; round < kMaxAllocationRounds; ++round) {
+    const std::uint32_t round_seed = seed + static_cast<std::uint32_t>(round) * 0x9e3779b9u;
+    bool contended = false;  // a lookup found a block, but it had no room left
+    for (int lookup = 0; lookup < kActiveLookupAttempts; ++lookup) {
+      // Lookups step by an odd constant (a Weyl sequence), so every lookup of a round starts
+      // its search somewhere else.
+      const std::uint64_t block = active.try_find_set(round_seed + static_cast<std::uint32_t>(lookup) * 0x632be5abu);
+      if (block == BitmapView::kNotFound) {
+        // A miss is often only a summary bit whose word below was just emptied by blocks filling
+        // up: look again. Giving up the round here started a new block whenever many threads
+        // filled blocks at once (DynaSOAr's traffic: Cell blocks 55% full, out of memory).
+        if (active.appears_empty()) break;
+        continue;
+      }
+      const std::uint64_t slots = try_reserve_in_block(heap, slot_class, block, wanted, round_seed + lookup, rank);
+      if (slots != 0) return {block, slots, HeapErrorKind::none};
+      contended = true;
+    }
+    if (contended && rank >= 0 && contended_rounds < heap.state->contended_rounds) {
+      back_off(contended_rounds++);
+      continue;
+    }
+    // A follower waits for the first lane's new block only if that block can hold it too.
+    if (rank > 0 && rank < slot_class.capacity && round < kFollowerRounds) {
+      back_off(round);
+      continue;
+    }
+#if !SOAHEAP_DEVICE_CODE
+    // A host worker that takes a block can be descheduled before the block shows in the active
+    // bitmap; meanwhile every other worker would start a block of its own (under ThreadSanitizer
+    // on two cores: blocks 12.5 % full until the heap ran out). Give a block in transit the time
+    // to appear first, a few growing pauses, then start one anyway.
+    if (round < kFollowerRounds && atomic_load(&heap.state->blocks_in_transit) != 0) {
+      back_off(round);
+      continue;
+    }
+#endif
+    // Slow path: start a new block of the class.
+    const std::uint64_t block = take_free_block(heap, round_seed);
+    if (block != BitmapView::kNotFound) {
+      const std::uint64_t slots = low_bits(wanted < slot_class.capacity ? wanted : slot_class.capacity);
+      start_block(heap, slot_class, block, slots);
+      end_transit(heap);
+      heap.count_block_taken();  // after publishing: keeps the in-transit window short
+      return {block, slots, HeapErrorKind::none};
+    }
+    // Out of memory only if no block is on its way to becoming active either (its slots would
+    // otherwise be missed by a thread that looked in the short window before it was published).
+    // A failed take with free blocks left only lost races to other takers: try again.
+    if (active.appears_empty() && heap.free_blocks().appears_empty() && out_of_memory_stands(heap, empty_rounds))
+      return {0, 0, HeapErrorKind::out_of_memory};
+  }
+  return {0, 0, HeapErrorKind::allocation_starved};
+}
+
+// ---- releasing ---------------------------------------------------------------------------------
+/// @brief Frees @p slots of @p block, a block of @p slot_class (destroy, free, and rollback of a
+/// reservation). Returns false when some of the slots were not reserved (a double free).
+template <class Heap>
+SOAHEAP_HD bool release_in_block(const Heap& heap, const SlotClass& slot_class, std::uint64_t block, std::uint64_t slots) {
+  const std::uint64_t full = slot_class.full_mask();
+  // For 64 slots a full block's word is all ones, like a free block's: only the allocated bitmap
+  // tells a double free of a free block apart (racing a legitimate retirement, one may slip
+  // through; SOAHEAP_CHECKED checks those against the header too).
+  if (full == kInvalidatedBitmap && !slot_class.allocated.get(block)) return false;
+  const std::uint64_t before = atomic_fetch_and(&heap.headers[block].allocation, ~slots);
+  const std::uint64_t after = before & ~slots;
+  if (before == kInvalidatedBitmap && full != kInvalidatedBitmap) {
+    // The block is free: a free of a slot whose block was emptied and retired. Put the word back
+    // before an allocator can take the cleared bit, and report the double free.
+    atomic_cas(&heap.headers[block].allocation, after, kInvalidatedBitmap);
+    return false;
+  }
+  if (after == 0) {
+    try_retire_block(heap, slot_class, block);
+  } else if (slot_class.state_changes(popcount(before & full), popcount(after & full))) {
+    refresh_block_state(heap.headers, slot_class, block);
+  }
+  return (before & slots) == slots;
+}
+
+#if SOAHEAP_DEVICE_CODE
+// ---- a warp's reservations -----------------------------------------------------------------------
+/// One lane's outcome: the slot it got (slot < 0: none) and, if it wanted one and got none, why.
+struct LaneSlot {
+  std::uint64_t block;
+  int slot;
+  HeapErrorKind failure;
+};
+
+/// The seed the lanes of one warp share: they look at the same blocks.
+__device__ inline std::uint32_t warp_seed(std::uint64_t salt) {
+  const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  return mix_seed((thread / 32) ^ salt);
+}
+
+/// @brief The whole warp, converged at the call, reserves one slot for each lane in @p wanting (the
+/// same mask in every lane): lane 0 reserves them, block by block, and shuffles each round's
+/// reservation to the others.
+///
+/// Invariant (ghost objects, docs/decisions: warp handover): a reservation made by one lane for
+/// others is handed over only within a group that no other lane of the warp can join while the
+/// handover runs, and the only such group is the whole warp converged at the call. A smaller
+/// group (the lanes that reach `new` in one branch, or at one moment) is not safe: the compiler may
+/// lower the group's shuffles as if the lane mask were the same for every lane that executes them
+/// (ptxas does so for an out-of-line `operator new`, seen on an H100 with CUDA 13). When two groups
+/// of one warp then reconverge in that code, a follower of one group reads the registers of a
+/// leader that is not there: its allocation returns nullptr with no error recorded, while the slot
+/// reserved for it stays allocated with no owner. reserve_in_warp is the one caller, and calls it
+/// only for a converged whole warp; every other lane reserves its own slot (reserve_for_lane).
+template <class Heap>
+__device__ LaneSlot reserve_for_whole_warp(const Heap& heap, const SlotClass& slot_class, unsigned wanting,
+                                           std::uint32_t seed) {
+  LaneSlot mine{0, -1, HeapErrorKind::none};
+  const int count = popcount(wanting);
+  const int lane = lane_id();
+  const bool wants = ((wanting >> lane) & 1u) != 0;
+  const int index = popcount(wanting & lanes_below());  // among the lanes that want one
+  int served = 0;
+  while (served < count) {
+    Reservation reservation{0, 0, HeapErrorKind::none};
+    if (lane == 0) reservation = reserve(heap, slot_class, count - served, seed);
+    const std::uint64_t block = __shfl_sync(kFullWarp, reservation.block, 0);
+    const std::uint64_t slots = __shfl_sync(kFullWarp, reservation.slots, 0);
+    if (slots == 0) {  // the remaining lanes get nothing
+      const auto failure = static_cast<HeapErrorKind>(__shfl_sync(kFullWarp, static_cast<unsigned>(reservation.failure), 0));
+      if (wants && index >= served) mine.failure = failure;
+      break;
+    }
+    const int granted = popcount(slots);
+    if (wants && index >= served && index < served + granted) {
+      mine.block = block;
+      mine.slot = nth_set_bit(slots, index - served);
+    }
+    served += granted;
+    seed = mix_seed(seed + 1);
+  }
+  return mine;
+}
+
+/// A lane outside a converged whole warp reserves its own slot; the lanes at the call (@p lanes)
+/// share the warp's seed and aim apart by their rank among them (hints only: a wrong one costs a
+/// retry, never a slot), so that a diverged warp's slots land side by side.
+template <class Heap>
+__device__ LaneSlot reserve_for_lane(const Heap& heap, const SlotClass& slot_class, unsigned lanes, std::uint64_t salt) {
+  const int rank = popcount(lanes & lanes_below());
+  const Reservation reservation = reserve(heap, slot_class, 1, warp_seed((std::uint64_t{lanes} << 32) ^ salt), rank);
+  if (reservation.slots == 0) return {0, -1, reservation.failure};
+  return {reservation.block, lowest_set_bit(reservation.slots), HeapErrorKind::none};
+}
+
+/// @brief Every lane of the warp calls it together, @p wanted in the lanes that want a slot: a
+/// converged whole warp is served by one lane (reserve_for_whole_warp) when a block holds enough
+/// of its slots; otherwise each wanting lane reserves its own.
+template <class Heap>
+__device__ LaneSlot reserve_in_warp(const Heap& heap, const SlotClass& slot_class, bool wanted, std::uint64_t salt) {
+  if (whole_warp_converged() && slot_class.capacity >= kMinCapacityForWarpHandover) {
+    const unsigned wanting = __ballot_sync(kFullWarp, wanted);
+    if (wanting == 0) return {0, -1, HeapErrorKind::none};
+    return reserve_for_whole_warp(heap, slot_class, wanting, warp_seed((static_cast<std::uint64_t>(clock64()) << 20) ^ salt));
+  }
+  if (!wanted) return {0, -1, HeapErrorKind::none};
+  return reserve_for_lane(heap, slot_class, __activemask(), salt);
+}
+
+/// @brief The whole warp, converged at the call, frees one slot per lane (@p block kNotFound: none
+/// in this lane): the lanes freeing in one block combine their slots and the lowest of them
+/// releases them with one atomic. Returns false in the lanes of a group in which some slot was
+/// not reserved or was freed twice (a double free somewhere in the group).
+template <class Heap>
+__device__ bool release_for_whole_warp(const Heap& heap, const SlotClass& slot_class, std::uint64_t block, int slot) {
+  const unsigned group = __match_any_sync(kFullWarp, block);
+  if (block == BitmapView::kNotFound) return true;
+  const std::uint64_t mask = std::uint64_t{1} << slot;
+  const auto low = static_cast<unsigned>(mask);
+  const auto high = static_cast<unsigned>(mask >> 32);
+  const std::uint64_t slots = (std::uint64_t{__reduce_or_sync(group, high)} << 32) | __reduce_or_sync(group, low);
+  const int leader = __ffs(group) - 1;
+  bool released = true;
+  if (lane_id() == leader) released = release_in_block(heap, slot_class, block, slots);
+  released = __shfl_sync(group, released, leader);
+  return released && popcount(slots) == popcount(group);  // fewer slots than lanes: freed twice
+}
+#endif
+
+}  // namespace soaheap::detail
