@@ -17,13 +17,29 @@ Two modules of the same rank may not include each other. Programs (examples/, to
 above everything and are not checked. Also checked: toml++ is included only by config/src, the one
 place compiled by the C++ compiler alone (nvcc cannot compile it), and nlohmann-json only by the
 compiled libraries' src/ folders (config/src, profiler/src), so no library header brings it into a
-CUDA source.
+CUDA source; and a module's detail/ headers are included by that module only, except the named
+access points of ACCESS_POINTS (each for the modules listed with it).
 
 Usage: tools/ci/check-layering.py [repository root]   (exit status 1 on a violation)
 """
 import pathlib
 import re
 import sys
+
+# A module's detail/ headers are its own: another module includes one only through a named access
+# point, listed here with the modules that may use it (each with its reason).
+ACCESS_POINTS = {
+    # The SOA field copy: compaction moves objects with it, migration packs and unpacks them.
+    "soaheap/core/detail/field_copy.cuh": {"defrag", "distributed"},
+    # The heap's private state, for the layers that operate on a heap from outside it.
+    "soaheap/core/detail/heap_internals.cuh": {"defrag", "profiler", "distributed", "compat"},
+    # Grid kernels and the per-operation timer that compaction runs reuse.
+    "soaheap/core/detail/kernels.cuh": {"defrag"},
+    "soaheap/core/detail/operation_timer.cuh": {"defrag"},
+    # The DynaSOAr shim's allocator handle waits for the previous operation as the heap does.
+    "soaheap/core/detail/previous_operation_wait.cuh": {"compat"},
+}
+DETAIL_OF_INCLUDE = re.compile(r"^soaheap/([a-z_]+)/detail/")
 
 RANKS = {"base": 0, "config": 0, "reflection": 1, "core": 2, "defrag": 3, "profiler": 4, "distributed": 4, "umbrella": 5, "compat": 6}
 SOURCE_SUFFIXES = {".hpp", ".cuh", ".h", ".cpp", ".cu", ".inc"}
@@ -75,6 +91,12 @@ def main():
                     shown = target
                 if target_module is None or target_module == source_module:
                     continue
+                detail = DETAIL_OF_INCLUDE.match(shown if kind == "<" else "")
+                if kind == '"' and "/detail/" in shown:
+                    detail = True
+                if detail and source_module not in ACCESS_POINTS.get(shown, set()):
+                    problems.append(f"{where}: {source_module} includes {shown}, a detail header of {target_module} "
+                                    "that is no named access point for it (ACCESS_POINTS)")
                 if target_module not in RANKS:
                     problems.append(f"{where}: includes {shown} of unknown module '{target_module}'")
                 elif RANKS[target_module] >= RANKS[source_module]:

@@ -9,7 +9,7 @@
 /// all other fields travel bit for bit.
 
 #include <soaheap/core/heap_view.cuh>
-#include <soaheap/defrag/detail/copy_objects.cuh>
+#include <soaheap/core/detail/field_copy.cuh>
 #include <soaheap/distributed/links.cuh>
 #include <soaheap/reflection/class_traits.cuh>
 
