@@ -18,7 +18,9 @@ above everything and are not checked. Also checked: toml++ is included only by c
 place compiled by the C++ compiler alone (nvcc cannot compile it), and nlohmann-json only by the
 compiled libraries' src/ folders (config/src, profiler/src), so no library header brings it into a
 CUDA source; and a module's detail/ headers are included by that module only, except the named
-access points of ACCESS_POINTS (each for the modules listed with it).
+access points of ACCESS_POINTS (each for the modules listed with it); and a heap's internals
+(detail::internals() and what it returns) are used only by the modules of INTERNALS_MODULES, never
+by the umbrella header or the examples, which see the public HeapView.
 
 Usage: tools/ci/check-layering.py [repository root]   (exit status 1 on a violation)
 """
@@ -40,6 +42,12 @@ ACCESS_POINTS = {
     "soaheap/core/detail/previous_operation_wait.cuh": {"compat"},
 }
 DETAIL_OF_INCLUDE = re.compile(r"^soaheap/([a-z_]+)/detail/")
+# A heap's internals (HeapInternals behind HeapView) are reached only through detail::internals();
+# these modules may call it (core/include/soaheap/core/heap_view.cuh). Examples and other
+# programs use the public HeapView, so they are checked too; tests may look inside.
+INTERNALS_USE = re.compile(r"\bdetail::(internals|internals_t|InternalsAccess|HeapInternals)\b")
+INTERNALS_MODULES = {"core", "defrag", "profiler", "distributed", "compat"}
+INTERNALS_CHECKED_PROGRAMS = ["examples", "umbrella"]
 
 RANKS = {"base": 0, "config": 0, "reflection": 1, "core": 2, "defrag": 3, "profiler": 4, "distributed": 4, "umbrella": 5, "compat": 6}
 SOURCE_SUFFIXES = {".hpp", ".cuh", ".h", ".cpp", ".cu", ".inc"}
@@ -103,6 +111,17 @@ def main():
                     problems.append(
                         f"{where}: {source_module} (layer {RANKS[source_module]}) includes {shown} of "
                         f"{target_module} (layer {RANKS[target_module]}); includes must run downward")
+    for folder in sorted(set(RANKS) | set(INTERNALS_CHECKED_PROGRAMS)):
+        if folder in INTERNALS_MODULES:
+            continue
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8")
+            for match in INTERNALS_USE.finditer(text):
+                line = text.count("\n", 0, match.start()) + 1
+                problems.append(f"{path.relative_to(root)}:{line}: uses {match.group(0)}; only "
+                                f"{', '.join(sorted(INTERNALS_MODULES))} reach a heap's internals")
     if files == 0:
         problems.append(f"no library files found under {root}")
     for problem in problems:
