@@ -40,14 +40,11 @@ inline constexpr int kFollowerRounds = 6;
 /// With HeapOptions::pack_allocations: rounds in which a lane of a diverged warp whose lookups
 /// found only blocks that filled up under it looks again (after a pause) instead of starting a new
 /// block, so that many lanes filling the same few blocks do not leave new blocks half full
-/// (docs/decisions: pack_allocations).
+/// (docs/decisions/004-pack-allocations-opt-in.md).
 inline constexpr int kPackedContendedRounds = 4;
 /// A converged warp lets one lane reserve for all only for slot classes of at least this many
-/// slots per block. For one slot per block the leader would start up to 32 blocks one after the
-/// other while the other lanes wait; reserving each for itself, the lanes start them at the same
-/// time (4 KiB chunks in 4 KiB blocks on an H200: 0.89x the time at 1,024 and 16,384 threads).
-/// Classes of 2-7 slots keep the handover: lanes of their own left blocks part-filled (mixed fill
-/// of 16 KiB blocks: 82.6 % against 90.9 % used) and ran slower (1 KiB chunks: 2.1-2.8x the time).
+/// slots per block: for one slot per block the leader would start up to 32 blocks one after the
+/// other while the other lanes wait (docs/decisions/024-one-reservation-core.md).
 inline constexpr int kMinCapacityForWarpHandover = 2;
 
 /// What differs between kinds of slots; everything else in this file is written once.
@@ -352,9 +349,10 @@ __device__ inline std::uint32_t warp_seed(std::uint64_t salt) {
 /// same mask in every lane): lane 0 reserves them, block by block, and shuffles each round's
 /// reservation to the others.
 ///
-/// Invariant (ghost objects, docs/decisions: warp handover): a reservation made by one lane for
-/// others is handed over only within a group that no other lane of the warp can join while the
-/// handover runs, and the only such group is the whole warp converged at the call. A smaller
+/// Invariant (ghost objects; docs/decisions/001-warp-aggregation-whole-warp-only.md): a
+/// reservation made by one lane for others is handed over only within a group that no other lane
+/// of the warp can join while the handover runs, and the only such group is the whole warp
+/// converged at the call. A smaller
 /// group (the lanes that reach `new` in one branch, or at one moment) is not safe: the compiler may
 /// lower the group's shuffles as if the lane mask were the same for every lane that executes them
 /// (ptxas does so for an out-of-line `operator new`, seen on an H100 with CUDA 13). When two groups
