@@ -2,6 +2,8 @@
 #include <soaheap/core/errors.hpp>
 #include <soaheap/distributed/mpi_session.hpp>
 
+#include "mpi_check.hpp"
+
 #include <mpi.h>
 
 #include <string>
@@ -9,13 +11,7 @@
 namespace soaheap::distributed {
 namespace {
 
-void check_mpi(int result, const char* call) {
-  if (result == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  MPI_Error_string(result, text, &length);
-  throw error(std::string("soaheap: ") + call + " failed: " + std::string(text, static_cast<std::size_t>(length)));
-}
+using detail::check_mpi;
 
 }  // namespace
 

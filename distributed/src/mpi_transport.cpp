@@ -1,6 +1,8 @@
 // MpiTransport (mpi_transport.hpp): the only file besides mpi_session.cpp that includes mpi.h.
 #include <soaheap/distributed/mpi_transport.hpp>
 
+#include "mpi_check.hpp"
+
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // MPIX_Query_cuda_support, where the MPI library has it (Open MPI)
@@ -52,17 +54,8 @@ const char* operation_name(std::uint64_t operation) {
   }
 }
 
-std::string mpi_message(int result) {
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  MPI_Error_string(result, text, &length);
-  return std::string(text, static_cast<std::size_t>(length));
-}
-
-void check_mpi(int result, const char* call) {
-  if (result == MPI_SUCCESS) return;
-  throw error(std::string("soaheap: MpiTransport: ") + call + " failed: " + mpi_message(result));
-}
+using detail::mpi_message;
+void check_mpi(int result, const char* call) { detail::check_mpi(result, call, "soaheap: MpiTransport"); }
 
 #if SOAHEAP_MPI_WITH_CUDA
 void check_cuda(cudaError_t result, const char* call) {

@@ -3,6 +3,8 @@
 #include <soaheap/distributed/nccl_transport.hpp>
 
 #include <cuda_runtime.h>
+#include "mpi_check.hpp"
+
 #include <mpi.h>
 #include <nccl.h>
 
@@ -13,13 +15,7 @@
 namespace soaheap::distributed {
 namespace {
 
-void check_mpi(int result, const char* call) {
-  if (result == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  MPI_Error_string(result, text, &length);
-  throw error(std::string("soaheap: ") + call + " failed: " + std::string(text, static_cast<std::size_t>(length)));
-}
+using detail::check_mpi;
 void check_nccl(ncclResult_t result, const char* call) {
   if (result == ncclSuccess) return;
   throw error(std::string("soaheap: ") + call + " failed: " + ncclGetErrorString(result) +
