@@ -258,15 +258,10 @@ class Heap {
     run_parallel_do<Declaring, C, true, Method>("parallel_do_exact", arguments...);
   }
 
-  /// Items each thread of a method kernel serves over a large list (see detail::for_each_counted_row_kernel).
-  static constexpr int kParallelDoRows = 4;
-  /// Items up to which a list counts as tiny for its enumeration (SparseEnumerateKernel): an empty
-  /// list is expected to hold 256 (Executor::expected_items), one of 680 items is expected to hold 1,021.
-  static constexpr std::uint64_t kSparseEnumerationItems = 1024;
-  /// Objects up to which a parallel_do over several concrete classes runs their methods as one
-  /// launch; larger lists get a launch each (with the rows of Executor::launch_counted), where a
-  /// launch costs little against the method.
-  static constexpr std::uint64_t kHierarchyLaunchMaxItems = std::uint64_t{1} << 20;
+  /// parallel_do's launch sizes (detail/tuning.cuh says why each is what it is).
+  static constexpr int kParallelDoRows = detail::kParallelDoRows;
+  static constexpr std::uint64_t kSparseEnumerationItems = detail::kSparseEnumerationItems;
+  static constexpr std::uint64_t kHierarchyLaunchMaxItems = detail::kHierarchyLaunchMaxItems;
 
   /// Number of concrete classes of the heap that are T or derive from it.
   template <class T>

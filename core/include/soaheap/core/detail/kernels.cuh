@@ -210,7 +210,7 @@ SOAHEAP_HD inline void list_block(const EnumerationTarget& target, std::uint64_t
 /// needs no temporary memory and no result on the host.
 template <class View, int kTargets>
 struct EnumerateKernel {
-  static constexpr int kBlocksPerLane = 4;  // measured best of 1, 4, 8, 16 (docs/decisions/012-snapshot-in-the-list-and-rows.md)
+  static constexpr int kBlocksPerLane = kEnumerationBlocksPerLane;  // detail/tuning.cuh
   static constexpr std::uint64_t kBlocksPerWarp = 32 * kBlocksPerLane;
   /// Threads per target for a heap of @p blocks blocks (whole warps).
   SOAHEAP_HD static std::uint64_t threads_for(std::uint64_t blocks) {
@@ -472,7 +472,7 @@ struct ParallelNewKernel {
 /// Counts per class: allocated blocks, used slots, active blocks, candidates (4 counters per class).
 template <class View>
 struct StatisticsKernel {
-  static constexpr std::uint64_t kBlocksPerThread = 256;
+  static constexpr std::uint64_t kBlocksPerThread = kStatisticsBlocksPerThread;  // detail/tuning.cuh
   static constexpr int kCounters = 4;
   View view;
   std::uint64_t* counters;
