@@ -1,0 +1,48 @@
+#pragma once
+/// @file heap_options.hpp
+/// @brief What a user chooses when creating a heap: its size, backend, memory kind and options.
+
+#include <soaheap/core/backend.cuh>
+
+#include <cstdint>
+
+namespace soaheap {
+
+/// @brief Where a cuda heap keeps its objects.
+enum class HeapMemory {
+  device,   ///< GPU memory (the default): host code sees objects only through copies (for_each, stats)
+  managed,  ///< CUDA managed (unified) memory: between kernels, after heap.synchronize(), host code
+            ///< may read and write objects through their pointers; never larger than the GPU's free memory
+};
+
+/// @brief How big a heap is and where it runs. Give exactly one of `bytes` and `objects`.
+struct HeapOptions {
+  std::uint64_t bytes = 0;       ///< total memory for data, block headers and bitmaps
+  std::uint64_t objects = 0;     ///< or: room for this many objects of the smallest class
+  Backend backend = Backend::host;
+  /// cuda only (host-backend heaps are host memory anyway): device or managed memory.
+  HeapMemory memory = HeapMemory::device;
+  /// Host backend worker threads; 0 = the environment variable SOAHEAP_HOST_THREADS when set
+  /// (for programs that cannot pass options, e.g. DynaSOAr's through the shim), else all cores.
+  unsigned host_threads = 0;
+  /// Time the enumeration step of every parallel_do (see Heap::enumeration_seconds()): on cuda the
+  /// enumeration kernel's warps stamp the GPU clock (a parallel_do over one class whose list was tiny
+  /// runs enumeration and method in one launch, Executor::launch_pair: its enumeration part counts),
+  /// on the host backend the host's clock measures the step.
+  bool time_enumeration = false;
+  /// cuda only: pack objects that lanes of diverged warps allocate (`new` in a branch or a loop of
+  /// differing length) into fewer blocks. By default such a lane starts a new block as soon as the
+  /// blocks it found had filled up under it; with many lanes allocating at once that leaves blocks
+  /// about half full. Packed, it looks again a few times first: fewer peak blocks without
+  /// defragmentation, slower with the `auto` policy (docs/decisions/004-pack-allocations-opt-in.md).
+  /// For programs that do not defragment.
+  bool pack_allocations = false;
+};
+
+/// @brief How thorough `validate()` is.
+enum class Validation {
+  structure,  ///< bitmaps, block headers and their agreement
+  full,       ///< also every reflected pointer field: null or a live object of a fitting class
+};
+
+}  // namespace soaheap
