@@ -84,19 +84,29 @@ int NcclTransport::size() const { return impl_->size; }
 int NcclTransport::device() const { return impl_->device; }
 
 void NcclTransport::exchange_counts(const std::uint64_t* send, std::uint64_t* received) {
-  // An all-gather of every rank's row; this rank keeps its column.
+  exchange_count_rows(send, received, 1);
+}
+
+void NcclTransport::exchange_count_rows(const std::uint64_t* send, std::uint64_t* received, int width) {
+  if (width < 1) throw invalid_argument("soaheap: exchange_count_rows: width " + std::to_string(width) + " < 1");
+  // An all-gather of every rank's rows (one round whatever the width); this rank keeps its column.
   const auto n = static_cast<std::size_t>(impl_->size);
-  impl_->words.ensure((n + n * n) * sizeof(std::uint64_t));
+  const auto w = static_cast<std::size_t>(width);
+  const std::size_t row_words = n * w;
+  impl_->words.ensure((row_words + n * row_words) * sizeof(std::uint64_t));
   auto* row = static_cast<std::uint64_t*>(impl_->words.pointer);
-  std::uint64_t* matrix = row + n;
-  check_cuda(cudaMemcpyAsync(row, send, n * sizeof(std::uint64_t), cudaMemcpyHostToDevice, impl_->stream), "cudaMemcpyAsync");
-  check_nccl(ncclAllGather(row, matrix, n, ncclUint64, impl_->comm, impl_->stream), "ncclAllGather (counts)");
-  impl_->host_words.resize(n * n);
-  check_cuda(cudaMemcpyAsync(impl_->host_words.data(), matrix, n * n * sizeof(std::uint64_t), cudaMemcpyDeviceToHost,
-                             impl_->stream),
+  std::uint64_t* matrix = row + row_words;
+  check_cuda(cudaMemcpyAsync(row, send, row_words * sizeof(std::uint64_t), cudaMemcpyHostToDevice, impl_->stream),
+             "cudaMemcpyAsync");
+  check_nccl(ncclAllGather(row, matrix, row_words, ncclUint64, impl_->comm, impl_->stream), "ncclAllGather (counts)");
+  impl_->host_words.resize(n * row_words);
+  check_cuda(cudaMemcpyAsync(impl_->host_words.data(), matrix, n * row_words * sizeof(std::uint64_t),
+                             cudaMemcpyDeviceToHost, impl_->stream),
              "cudaMemcpyAsync");
   impl_->synchronize();
-  for (std::size_t p = 0; p < n; ++p) received[p] = impl_->host_words[p * n + static_cast<std::size_t>(impl_->rank)];
+  const auto own = static_cast<std::size_t>(impl_->rank) * w;
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t k = 0; k < w; ++k) received[p * w + k] = impl_->host_words[p * row_words + own + k];
 }
 
 void NcclTransport::exchange(const std::vector<Message>& sends, const std::vector<Message>& receives) {

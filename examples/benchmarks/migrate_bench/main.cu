@@ -185,7 +185,8 @@ int run_app(int argc, char** argv) {
         const double iterations = options.iterations;
         return {r.work_seconds / iterations, r.migration_seconds / iterations,
                 r.migration_seconds / std::max(1e-12, r.work_seconds + r.migration_seconds),
-                static_cast<double>(r.migration.sent) / iterations, static_cast<double>(r.migration.bytes_sent) / iterations};
+                static_cast<double>(r.migration.sent) / iterations, static_cast<double>(r.migration.bytes_sent) / iterations,
+                static_cast<double>(r.migration.host_syncs) / iterations};
       });
   if (!figures) return 0;  // an MPI rank other than 0: rank 0 prints
   line["iterations"] = options.iterations;
@@ -193,7 +194,7 @@ int run_app(int argc, char** argv) {
   line["placement"] = line_placement;
   line["departures"] = options.record_departures;
   soaheap_app::add_rank_lists(line, {"work_s_per_iteration", "migration_s_per_iteration", "migration_share",
-                                     "sent_per_iteration", "bytes_per_iteration"},
+                                     "sent_per_iteration", "bytes_per_iteration", "host_syncs_per_step"},
                               *figures);
   line["self_check"] = passed ? "passed" : "failed";
   line.print();

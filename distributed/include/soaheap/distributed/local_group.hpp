@@ -82,6 +82,24 @@ class LocalGroup {
       group_.barrier();
     }
 
+    /// One round for every width: the rows go through a matrix sized before the first barrier.
+    void exchange_count_rows(const std::uint64_t* send, std::uint64_t* received, int width) override {
+      if (width < 1) throw invalid_argument("soaheap: exchange_count_rows: width " + std::to_string(width) + " < 1");
+      const auto n = static_cast<std::size_t>(group_.size_);
+      const auto w = static_cast<std::size_t>(width);
+      {
+        std::lock_guard<std::mutex> lock(group_.mutex_);
+        if (group_.rows_.size() < n * n * w) group_.rows_.resize(n * n * w);
+      }
+      group_.barrier();
+      const auto me = static_cast<std::size_t>(rank_);
+      for (std::size_t i = 0; i < n * w; ++i) group_.rows_[me * n * w + i] = send[i];
+      group_.barrier();
+      for (std::size_t p = 0; p < n; ++p)
+        for (std::size_t k = 0; k < w; ++k) received[p * w + k] = group_.rows_[p * n * w + me * w + k];
+      group_.barrier();
+    }
+
     void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives) override {
       const int n = group_.size_;
       for (const Message& message : sends) {
@@ -205,6 +223,7 @@ class LocalGroup {
   std::vector<Message> posted_;         ///< [from * size + to]: the send rank `from` posted to `to`
   std::vector<std::uint64_t> counts_;   ///< [from * size + to]
   std::vector<std::uint64_t> sums_;     ///< [rank * count + i]
+  std::vector<std::uint64_t> rows_;     ///< [from][to][k] of exchange_count_rows
   std::mutex mutex_;
   std::condition_variable changed_;
   int arrived_ = 0;

@@ -6,20 +6,26 @@
 ///        by `links` (links.cuh). Collective: every rank calls it with the same T, in the same order
 ///        as its other collective calls.
 ///
-/// Per concrete class C, on each rank (all loops over objects are kernels; the host handles only
-/// one count per rank):
-///  1. survey (one thread per slot of C's blocks): destination(object); objects that leave are
-///     counted per target rank. An object whose destination is not a rank, or that holds a pointer
-///     `links` cannot translate, stays and is counted as an error.
-///  2. pack: each leaving object is written into its target's message (SOA arrays, wire format in
-///     detail/packing.cuh) and its slot is freed. Its destructor does not run: the object lives on.
-///  3. the counts go all-to-all (Transport::exchange_counts), then the messages in one group
-///     (Transport::exchange: grouped ncclSend/ncclRecv with NCCL).
-///  4. unpack (one thread per received object): a slot of C is allocated and the fields written,
-///     pointer names resolved by `links.to_local`.
+/// One step for all concrete classes C of T together, on each rank (all loops over objects are
+/// kernels; the host waits for the device twice per step):
+///  1. survey (one thread per slot of the heap's blocks, per class C): destination(object); objects
+///     that leave are counted per class and target rank. An object whose destination is not a
+///     rank, or that holds a pointer `links` cannot translate, stays and is counted as an error.
+///  2. plan and pack, still on the device: message offsets from the counts; each leaving object is
+///     written into its target's message (SOA arrays per class, wire format in detail/packing.cuh)
+///     and its slot is freed. Its destructor does not run: the object lives on. The counts reach
+///     the host through mapped memory at the first wait. When the messages exceed the send buffer
+///     (kept from earlier steps), nothing is packed: the buffer grows and the pack runs again,
+///     which costs this step one more wait.
+///  3. the counts of all classes go all-to-all in one exchange (Transport::exchange_count_rows),
+///     then one message per pair of ranks, holding every class (Transport::exchange).
+///  4. unpack (one thread per received object): a slot of C is allocated (or a fresh block taken
+///     on the device) and the fields written, pointer names resolved by `links.to_local`; the
+///     second wait brings the step's error counters.
 /// Then errors are thrown on the host: a destination that is no rank, an untranslated pointer (its
 /// object stayed home), a name the receiver could not resolve (the pointer arrived as null), out of
 /// memory at the receiver (those objects are lost, and the message says how many).
+/// MigrationStats::host_syncs counts the waits.
 ///
 /// Pointers *to* a migrating object from objects that stay are the application's concern: after
 /// migrate they still hold the object's old address, whose slot is free now. Clear or re-link them
@@ -36,15 +42,18 @@
 #include <soaheap/core/heap.cuh>
 #include <soaheap/core/memory.cuh>
 #include <soaheap/distributed/departures.cuh>
+#include <soaheap/distributed/detail/host_words.cuh>
 #include <soaheap/distributed/detail/packing.cuh>
 #include <soaheap/distributed/links.cuh>
 #include <soaheap/distributed/transport.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace soaheap::distributed {
@@ -58,6 +67,9 @@ struct MigrationStats {
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   double seconds = 0;  ///< wall time of the call, host clock (it waits for its kernels)
+  /// Times the call waited for the device (each also brings what kernels published to the host):
+  /// 2 per step once the scratch buffers fit, 3 in a step whose messages outgrew the send buffer.
+  std::uint64_t host_syncs = 0;
 
   /// Adds @p other's figures (e.g. to total many migration steps).
   MigrationStats& operator+=(const MigrationStats& other) {
@@ -70,6 +82,7 @@ struct MigrationStats {
     bytes_sent += other.bytes_sent;
     bytes_received += other.bytes_received;
     seconds += other.seconds;
+    host_syncs += other.host_syncs;
     return *this;
   }
 };
@@ -90,31 +103,47 @@ struct MigrationOptions {
 
 namespace detail {
 
-/// Per-heap buffers of migration (a Heap attachment), grown when a step needs more and kept, so a
-/// steady-state migration allocates nothing.
+/// Per-heap buffers of migration (a Heap attachment), sized from what earlier steps needed and
+/// kept, so a steady-state step allocates nothing; a step whose messages exceed them grows them by
+/// a quarter more than it needs.
 struct MigrationScratch {
-  soaheap::detail::Memory decisions;  ///< i32 per item (slot or recorded departure): the survey's verdict, read by the pack
-  soaheap::detail::Memory counters;   ///< MigrationCounters
-  soaheap::detail::Memory per_rank;   ///< u64[size]: objects leaving for each rank
-  soaheap::detail::Memory cursors;    ///< u64[size]
-  soaheap::detail::Memory send_offsets;      ///< u64[size]
-  soaheap::detail::Memory received_first;    ///< u64[size + 1]
-  soaheap::detail::Memory received_offsets;  ///< u64[size]
+  soaheap::detail::Memory decisions;       ///< i32 per item: the survey's verdict, read by the pack
+  soaheap::detail::Memory words;           ///< the step's device words (StepWords)
+  HostWords mirror;                        ///< what the host reads after a wait (StepWords::mirror_*)
+  HostWords upload;                        ///< the host's receive offsets on their way to the device
   soaheap::detail::Memory send_buffer;
   soaheap::detail::Memory receive_buffer;
-  soaheap::detail::Memory fresh_blocks;      ///< u32 per group of arrivals (fresh_blocks placement)
-  const Transport* agreed_with = nullptr;    ///< the transport whose ranks were found to hold the same heap type
+  soaheap::detail::Memory fresh_blocks;    ///< u32 per group of arrivals (fresh_blocks placement)
+  const Transport* agreed_with = nullptr;  ///< the transport whose ranks were found to hold the same heap type
 
   static void grow(soaheap::detail::Memory& memory, Backend backend, std::uint64_t bytes) {
     if (memory.bytes() < bytes) memory = soaheap::detail::Memory(backend, bytes + bytes / 4);
   }
-  void ensure(Backend backend, std::uint64_t items, int ranks) {
-    grow(decisions, backend, (items + 1) * sizeof(std::int32_t));
-    grow(counters, backend, sizeof(MigrationCounters));
-    const std::uint64_t per_rank_bytes = (static_cast<std::uint64_t>(ranks) + 1) * sizeof(std::uint64_t);
-    for (soaheap::detail::Memory* memory : {&per_rank, &cursors, &send_offsets, &received_first, &received_offsets})
-      grow(*memory, backend, per_rank_bytes);
-  }
+};
+
+/// Word layout of one step over `classes` classes and `ranks` ranks, in MigrationScratch::words
+/// (device) and ::mirror / ::upload (host-visible).
+struct StepWords {
+  std::uint64_t classes, ranks;
+  std::uint64_t counts() const { return 0; }                          ///< [classes][ranks] objects leaving
+  std::uint64_t cursors() const { return classes * ranks; }           ///< [classes][ranks]
+  std::uint64_t bytes() const { return 2 * classes * ranks; }         ///< [ranks][classes] message bytes
+  std::uint64_t send_offsets() const { return 3 * classes * ranks; }  ///< [classes][ranks]
+  std::uint64_t plan() const { return 4 * classes * ranks; }          ///< total send bytes, held
+  std::uint64_t counters() const { return plan() + 2; }               ///< [classes] MigrationCounters
+  std::uint64_t claimed() const { return counters() + classes * kCounterWords; }  ///< [classes]
+  std::uint64_t zeroed_end() const { return claimed() + classes; }    ///< the words StartStepKernel sets
+  std::uint64_t received_first() const { return zeroed_end(); }       ///< [classes][ranks + 1] (uploaded)
+  std::uint64_t received_offsets() const { return received_first() + classes * (ranks + 1); }  ///< [classes][ranks]
+  std::uint64_t total() const { return received_offsets() + classes * ranks; }
+  std::uint64_t uploaded() const { return total() - received_first(); }
+  // The mirror: counts and plan (published before the first wait), the recorded departures, then
+  // the counters (published before the last).
+  std::uint64_t mirror_counts() const { return 0; }
+  std::uint64_t mirror_plan() const { return classes * ranks; }
+  std::uint64_t mirror_recorded() const { return mirror_plan() + 2; }
+  std::uint64_t mirror_counters() const { return mirror_recorded() + 1; }
+  std::uint64_t mirror_total() const { return mirror_counters() + classes * kCounterWords; }
 };
 
 /// FNV-1a over @p bytes, continuing from @p hash.
@@ -166,150 +195,10 @@ void agree_on_heap(HeapT& heap, Transport& transport, MigrationScratch& scratch)
   scratch.agreed_with = &transport;
 }
 
-/// Host-side offsets of the messages of one class: byte offset of each and the total.
-template <class C>
-std::vector<std::uint64_t> message_offsets(const std::vector<std::uint64_t>& counts, std::uint64_t& total_bytes) {
-  std::vector<std::uint64_t> offsets(counts.size(), 0);
-  total_bytes = 0;
-  for (std::size_t p = 0; p < counts.size(); ++p) {
-    offsets[p] = total_bytes;
-    total_bytes += WireLayout<C>::message_bytes(counts[p]);
-  }
-  return offsets;
-}
-
-/// One class's migration step over @p item_count items (SlotItems or DepartureItems). Failures of
-/// the step itself throw; what it reports about the objects (after the exchange, which every rank
-/// completed) is returned, so that the caller can go on with the next class in step with the other
-/// ranks and throw at the end.
-template <class C, class HeapT, class Items, class Links>
-std::exception_ptr migrate_items(HeapT& heap, Transport& transport, std::uint64_t item_count, const Items& items,
-                                 const Links& links, const MigrationOptions& options, MigrationStats& stats) {
-  using View = ::soaheap::detail::internals_t<HeapT>;
-  constexpr int kCapacity = HeapT::template capacity<C>;
-  const int ranks = transport.size();
-  const int rank = transport.rank();
-  const Backend backend = heap.backend();
-  MigrationScratch& scratch = heap.template attachment<MigrationScratch>();
-  // 1. survey
-  scratch.ensure(backend, item_count, ranks);
-  const MigrationCounters initial{0, 0, 0, 0, -1, -1};
-  scratch.counters.copy_from_host(0, &initial, sizeof(initial));
-  const std::vector<std::uint64_t> zeros(static_cast<std::size_t>(ranks) + 1, 0);
-  scratch.per_rank.copy_from_host(0, zeros.data(), zeros.size() * sizeof(std::uint64_t));
-  scratch.cursors.copy_from_host(0, zeros.data(), zeros.size() * sizeof(std::uint64_t));
-  auto* counters = scratch.counters.template as<MigrationCounters>();
-  if (item_count > 0)
-    heap.launch(item_count, SurveyKernel<View, C, Items, Links>{::soaheap::detail::internals(heap), items, scratch.decisions.template as<std::int32_t>(),
-                                                           scratch.per_rank.template as<std::uint64_t>(), counters,
-                                                           links, rank, ranks});
-  heap.synchronize();
-  std::vector<std::uint64_t> send_counts(static_cast<std::size_t>(ranks), 0);
-  scratch.per_rank.copy_to_host(send_counts.data(), 0, send_counts.size() * sizeof(std::uint64_t));
-
-  // 2. pack
-  std::uint64_t send_bytes = 0;
-  const std::vector<std::uint64_t> send_offsets = message_offsets<C>(send_counts, send_bytes);
-  MigrationScratch::grow(scratch.send_buffer, backend, send_bytes + 16);
-  scratch.send_offsets.copy_from_host(0, send_offsets.data(), send_offsets.size() * sizeof(std::uint64_t));
-  if (send_bytes > 0)
-    heap.launch(item_count, PackKernel<View, C, Items, Links>{::soaheap::detail::internals(heap), items, scratch.decisions.template as<std::int32_t>(),
-                                                  scratch.per_rank.template as<std::uint64_t>(),
-                                                  scratch.send_offsets.template as<std::uint64_t>(),
-                                                  scratch.cursors.template as<std::uint64_t>(),
-                                                  scratch.send_buffer.template as<unsigned char>(), links});
-
-  // 3. counts, then the messages
-  std::vector<std::uint64_t> receive_counts(static_cast<std::size_t>(ranks), 0);
-  transport.exchange_counts(send_counts.data(), receive_counts.data());
-  receive_counts[static_cast<std::size_t>(rank)] = 0;
-  std::uint64_t receive_bytes = 0;
-  const std::vector<std::uint64_t> receive_offsets = message_offsets<C>(receive_counts, receive_bytes);
-  std::vector<std::uint64_t> first(static_cast<std::size_t>(ranks) + 1, 0);
-  for (int p = 0; p < ranks; ++p) first[p + 1] = first[p] + receive_counts[p];
-  MigrationScratch::grow(scratch.receive_buffer, backend, receive_bytes + 16);
-  scratch.received_first.copy_from_host(0, first.data(), first.size() * sizeof(std::uint64_t));
-  scratch.received_offsets.copy_from_host(0, receive_offsets.data(), receive_offsets.size() * sizeof(std::uint64_t));
-  heap.synchronize();  // the messages are packed
-  std::vector<Message> sends;
-  std::vector<Message> receives;
-  for (int p = 0; p < ranks; ++p) {
-    const auto index = static_cast<std::size_t>(p);
-    if (p != rank && send_counts[index] > 0)
-      sends.push_back({p, scratch.send_buffer.template as<unsigned char>() + send_offsets[index],
-                       WireLayout<C>::message_bytes(send_counts[index])});
-    if (p != rank && receive_counts[index] > 0)
-      receives.push_back({p, scratch.receive_buffer.template as<unsigned char>() + receive_offsets[index],
-                          WireLayout<C>::message_bytes(receive_counts[index])});
-  }
-  transport.exchange(sends, receives);
-
-  // 4. unpack
-  const std::uint64_t received = first.back();
-  const std::uint32_t* fresh_blocks = nullptr;
-  if (received > 0 && options.placement == MigrationPlacement::fresh_blocks) {
-    const std::uint64_t groups = (received + kCapacity - 1) / kCapacity;
-    MigrationScratch::grow(scratch.fresh_blocks, backend, groups * sizeof(std::uint32_t));
-    const auto free_list = heap.enumerate_blocks(0);  // the free bitmap, in address order
-    heap.launch(groups, ClaimFreshBlocksKernel<View, C>{::soaheap::detail::internals(heap), free_list.ids(), free_list.count,
-                                                        scratch.fresh_blocks.template as<std::uint32_t>(), received});
-    fresh_blocks = scratch.fresh_blocks.template as<std::uint32_t>();
-  }
-  if (received > 0)
-    heap.launch(received, UnpackKernel<View, C, Links>{::soaheap::detail::internals(heap), scratch.received_first.template as<std::uint64_t>(),
-                                                       scratch.received_offsets.template as<std::uint64_t>(),
-                                                       scratch.receive_buffer.template as<unsigned char>(), counters,
-                                                       links, ranks, fresh_blocks});
-  MigrationCounters result{};
-  std::exception_ptr out_of_memory_error;
-  try {
-    heap.synchronize();
-  } catch (const out_of_memory& error) {
-    scratch.counters.copy_to_host(&result, 0, sizeof(result));
-    out_of_memory_error = std::make_exception_ptr(
-        out_of_memory(std::string(error.what()) + "; " + std::to_string(result.not_created) + " of " +
-                      std::to_string(received) + " " + C::kName + " objects migrating to rank " +
-                      std::to_string(rank) + " were lost"));
-  }
-  scratch.counters.copy_to_host(&result, 0, sizeof(result));
-
-  for (std::size_t p = 0; p < send_counts.size(); ++p) {
-    stats.sent_to[p] += send_counts[p];
-    stats.received_from[p] += receive_counts[p];
-    stats.sent += send_counts[p];
-    stats.received += receive_counts[p];
-  }
-  stats.bytes_sent += send_bytes;
-  stats.bytes_received += receive_bytes;
-
-  const std::string where = std::string(" (rank ") + std::to_string(rank) + " of " + std::to_string(ranks) + ", class " +
-                            C::kName + ")";
-  if (out_of_memory_error) return out_of_memory_error;
-  if (result.bad_destinations > 0)
-    return std::make_exception_ptr(invalid_argument("soaheap: migrate: destination() returned " + std::to_string(result.first_bad_destination) +
-                           ", which is not a rank in [0, " + std::to_string(ranks) + "), for " +
-                           std::to_string(result.bad_destinations) + " objects; they stayed" + where));
-  if (result.untranslated > 0)
-    return std::make_exception_ptr(usage_error("soaheap: migrate: " + std::to_string(result.untranslated) +
-                      " objects hold a pointer that the links could not translate (first in field " +
-                      std::to_string(result.first_untranslated_field) +
-                      " of the class, inherited fields first); they stayed" + where));
-  if (result.unlinked > 0)
-    return std::make_exception_ptr(usage_error("soaheap: migrate: " + std::to_string(result.unlinked) +
-                      " pointers arrived as names the links could not resolve on this rank; they were set to null" +
-                      where));
-  return nullptr;
-}
-
-/// migrate's step for class C: every object of C is asked its destination.
-template <class T, class C, class HeapT, class Destination, class Links>
-std::exception_ptr migrate_class(HeapT& heap, Transport& transport, const Destination& destination, const Links& links,
-                                 const MigrationOptions& options, MigrationStats& stats) {
-  const auto list = heap.enumerate_blocks(1 + HeapT::template class_id<C>);
-  const std::uint64_t slots = list.count * static_cast<std::uint64_t>(HeapT::template capacity<C>);
-  return migrate_items<C>(heap, transport, slots,
-                          SlotItems<::soaheap::detail::internals_t<HeapT>, C, T, Destination>{::soaheap::detail::internals(heap), list.ids(), destination},
-                          links, options, stats);
+/// The number of concrete classes of the heap that are T or derive from T.
+template <class T, class... Classes>
+constexpr int concrete_subclass_count(const Heap<Classes...>*) {
+  return (0 + ... + ((std::is_base_of_v<T, Classes> && !Classes::kAbstract) ? 1 : 0));
 }
 
 /// Host-side f(static_cast<C*>(nullptr)) for each concrete class C of the heap that is T or derives
@@ -323,18 +212,246 @@ void for_each_concrete_subclass(const Heap<Classes...>&, Function&& f) {
   (visit_if_concrete_subclass<T, Classes>(f), ...);
 }
 
-/// Sizes @p stats for the transport's ranks and runs step(static_cast<C*>(nullptr)) for each
-/// concrete class C of T, in the same order on every rank; returns the first error a step reported.
-template <class T, class HeapT, class Step>
-std::exception_ptr step_each_class(HeapT& heap, Transport& transport, MigrationStats& stats, Step&& step) {
-  stats.sent_to.assign(static_cast<std::size_t>(transport.size()), 0);
-  stats.received_from.assign(static_cast<std::size_t>(transport.size()), 0);
-  std::exception_ptr first_error;
-  for_each_concrete_subclass<T>(heap, [&](auto* tag) {
-    const std::exception_ptr error = step(tag);
-    if (!first_error) first_error = error;
-  });
-  return first_error;
+/// Waits for the heap's kernels (throwing what they recorded) and counts the wait.
+template <class HeapT>
+void wait_for_device(const HeapT& heap, MigrationStats& stats) {
+  ++stats.host_syncs;
+  heap.synchronize();
+}
+
+/// One migration step for every concrete class of T; make_items(tag, k) gives the items of class
+/// k (C = *tag) and how many there are. All classes are surveyed, and their messages planned and
+/// packed on the device, before the one wait that brings the counts to the host; the counts of all
+/// classes go to the other ranks in one exchange, all messages to one rank in one message, then
+/// every class is unpacked, and a second wait reads what the step reports. A pack held back because
+/// the send buffer was too small costs one more wait, after the buffer has grown.
+/// @p recorded: the departure list's count (published for the caller), or nullptr; @p clear: a
+/// device word zeroed once the step is done with the items (the departure count), or nullptr.
+/// Failures of the step itself throw; what it reports about the objects (after the exchange, which
+/// every rank completed) is returned, to be thrown by the caller.
+template <class T, class HeapT, class MakeItems, class Links>
+std::exception_ptr migration_step(HeapT& heap, Transport& transport, std::uint64_t decision_words,
+                                  const std::uint64_t* recorded, std::uint64_t* clear, const MakeItems& make_items,
+                                  const Links& links, const MigrationOptions& options, MigrationStats& stats,
+                                  std::uint64_t* recorded_out) {
+  using View = ::soaheap::detail::internals_t<HeapT>;
+  constexpr int kClasses = concrete_subclass_count<T>(static_cast<const HeapT*>(nullptr));
+  const int ranks = transport.size();
+  const int rank = transport.rank();
+  const auto R = static_cast<std::size_t>(ranks);
+  const Backend backend = heap.backend();
+  MigrationScratch& scratch = heap.template attachment<MigrationScratch>();
+  stats.sent_to.assign(R, 0);
+  stats.received_from.assign(R, 0);
+  if constexpr (kClasses == 0) {
+    (void)decision_words, (void)recorded, (void)clear, (void)make_items, (void)links, (void)options, (void)recorded_out;
+    return nullptr;
+  } else {
+    const StepWords layout{static_cast<std::uint64_t>(kClasses), static_cast<std::uint64_t>(ranks)};
+    // Sized at the first step of this heap, class set and communicator; kept afterwards.
+    MigrationScratch::grow(scratch.decisions, backend, (decision_words + 1) * sizeof(std::int32_t));
+    MigrationScratch::grow(scratch.words, backend, layout.total() * sizeof(std::uint64_t));
+    if (scratch.mirror.size() < layout.mirror_total()) scratch.mirror = HostWords(backend, layout.mirror_total());
+    if (scratch.upload.size() < layout.uploaded()) scratch.upload = HostWords(backend, layout.uploaded());
+    std::uint64_t* words = scratch.words.template as<std::uint64_t>();
+    std::uint64_t* mirror = scratch.mirror.host();
+    auto* decisions = scratch.decisions.template as<std::int32_t>();
+    const View view = ::soaheap::detail::internals(heap);
+    const auto row = [&](std::uint64_t base, int k) { return words + base + static_cast<std::uint64_t>(k) * R; };
+    const auto counters_of = [&](int k) {
+      return reinterpret_cast<MigrationCounters*>(words + layout.counters() + static_cast<std::uint64_t>(k) * kCounterWords);
+    };
+    const auto publish = [&](std::uint64_t from, std::uint64_t to, std::uint64_t count) {
+      heap.launch(count, CopyWordsKernel{words + from, scratch.mirror.device() + to});
+    };
+
+    // 1. survey every class; message sizes, plan and pack on the device
+    heap.launch(layout.zeroed_end(), StartStepKernel{words, layout.counters(), layout.claimed()});
+    int k = 0;
+    for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+      using C = std::remove_pointer_t<decltype(tag)>;
+      const auto items = make_items(tag, k);
+      using Items = std::remove_cv_t<decltype(items.first)>;
+      if (items.second > 0)
+        heap.launch(items.second, SurveyKernel<View, C, Items, Links>{view, items.first, decisions, row(layout.counts(), k),
+                                                                    counters_of(k), links, rank, ranks});
+      heap.launch(R, MessageBytesKernel<C>{row(layout.counts(), k), words + layout.bytes(), k, kClasses});
+      ++k;
+    });
+    const auto plan_and_pack = [&] {
+      heap.launch(1, PlanKernel<View>{view, words + layout.bytes(), words + layout.send_offsets(), words + layout.plan(),
+                                      scratch.send_buffer.bytes(), ranks, kClasses});
+      int c = 0;
+      for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+        using C = std::remove_pointer_t<decltype(tag)>;
+        const auto items = make_items(tag, c);
+        using Items = std::remove_cv_t<decltype(items.first)>;
+        if (items.second > 0)
+          heap.launch(items.second, PackKernel<View, C, Items, Links>{view, items.first, decisions, row(layout.counts(), c),
+                                                                    row(layout.send_offsets(), c), row(layout.cursors(), c),
+                                                                    scratch.send_buffer.template as<unsigned char>(),
+                                                                    words + layout.plan() + 1, links});
+        ++c;
+      });
+      publish(layout.plan(), layout.mirror_plan(), 2);
+    };
+    plan_and_pack();
+    publish(layout.counts(), layout.mirror_counts(), static_cast<std::uint64_t>(kClasses) * R);
+    if (recorded != nullptr) heap.launch(1, CopyWordsKernel{recorded, scratch.mirror.device() + layout.mirror_recorded()});
+    wait_for_device(heap, stats);  // the first wait: earlier kernels' errors surface here, before anything moved
+    if (recorded_out != nullptr) *recorded_out = mirror[layout.mirror_recorded()];
+    const std::uint64_t send_total = mirror[layout.mirror_plan()];
+    if (mirror[layout.mirror_plan() + 1] != 0) {
+      // The messages outgrew the send buffer: nothing was packed. Grow it and pack again.
+      MigrationScratch::grow(scratch.send_buffer, backend, send_total + 16);
+      plan_and_pack();
+      wait_for_device(heap, stats);
+      if (mirror[layout.mirror_plan() + 1] != 0)
+        throw error("soaheap: migrate: the pack was held back again after its buffer grew (rank " +
+                    std::to_string(rank) + ")");
+    }
+
+    // 2. the counts of all classes in one exchange, then one message to and from each rank
+    std::vector<std::uint64_t> send_rows(R * kClasses, 0), receive_rows(R * kClasses, 0);
+    for (std::size_t p = 0; p < R; ++p)
+      for (int c = 0; c < kClasses; ++c) send_rows[p * kClasses + c] = mirror[layout.mirror_counts() + c * R + p];
+    transport.exchange_count_rows(send_rows.data(), receive_rows.data(), kClasses);
+    for (int c = 0; c < kClasses; ++c) receive_rows[static_cast<std::size_t>(rank) * kClasses + c] = 0;
+    std::vector<std::uint64_t> send_bytes(R * kClasses, 0), receive_bytes(R * kClasses, 0);
+    k = 0;
+    for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+      using C = std::remove_pointer_t<decltype(tag)>;
+      for (std::size_t p = 0; p < R; ++p) {
+        send_bytes[p * kClasses + k] = WireLayout<C>::message_bytes(send_rows[p * kClasses + k]);
+        receive_bytes[p * kClasses + k] = WireLayout<C>::message_bytes(receive_rows[p * kClasses + k]);
+      }
+      ++k;
+    });
+    std::uint64_t receive_total = 0;
+    for (const std::uint64_t bytes : receive_bytes) receive_total += bytes;
+    MigrationScratch::grow(scratch.receive_buffer, backend, receive_total + 16);
+    // Where each class's arrivals start, per peer: prefix sums of counts and of bytes (by peer, then class).
+    std::uint64_t* upload = scratch.upload.host();
+    std::vector<std::uint64_t> received(static_cast<std::size_t>(kClasses), 0);
+    std::vector<Message> sends, receives;
+    std::uint64_t send_offset = 0, receive_offset = 0;
+    for (std::size_t p = 0; p < R; ++p) {
+      std::uint64_t send_length = 0, receive_length = 0;
+      for (int c = 0; c < kClasses; ++c) {
+        const std::size_t at = p * kClasses + c;
+        upload[c * (R + 1) + p] = received[c];
+        upload[layout.received_offsets() - layout.received_first() + c * R + p] = receive_offset + receive_length;
+        received[c] += receive_rows[at];
+        send_length += send_bytes[at];
+        receive_length += receive_bytes[at];
+        stats.sent_to[p] += send_rows[at];
+        stats.received_from[p] += receive_rows[at];
+        stats.sent += send_rows[at];
+        stats.received += receive_rows[at];
+      }
+      if (send_length > 0)
+        sends.push_back({static_cast<int>(p), scratch.send_buffer.template as<unsigned char>() + send_offset, send_length});
+      if (receive_length > 0)
+        receives.push_back(
+            {static_cast<int>(p), scratch.receive_buffer.template as<unsigned char>() + receive_offset, receive_length});
+      send_offset += send_length;
+      receive_offset += receive_length;
+    }
+    for (int c = 0; c < kClasses; ++c) upload[c * (R + 1) + R] = received[c];
+    if (send_offset != send_total)
+      throw error("soaheap: migrate: the host sized " + std::to_string(send_offset) + " bytes of messages, the device " +
+                  std::to_string(send_total));
+    stats.bytes_sent += send_total;
+    stats.bytes_received += receive_total;
+    heap.launch(layout.uploaded(), CopyWordsKernel{scratch.upload.device(), words + layout.received_first()});
+    transport.exchange(sends, receives);
+
+    // 3. unpack every class
+    std::uint64_t groups_total = 0;
+    if (options.placement == MigrationPlacement::fresh_blocks) {
+      k = 0;
+      for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+        using C = std::remove_pointer_t<decltype(tag)>;
+        groups_total += (received[k++] + HeapT::template capacity<C> - 1) / HeapT::template capacity<C>;
+      });
+      MigrationScratch::grow(scratch.fresh_blocks, backend, groups_total * sizeof(std::uint32_t) + 16);
+    }
+    std::uint64_t group_base = 0;
+    k = 0;
+    for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+      using C = std::remove_pointer_t<decltype(tag)>;
+      constexpr int kCapacity = HeapT::template capacity<C>;
+      const std::uint64_t arrivals = received[k];
+      const std::uint32_t* fresh_blocks = nullptr;
+      if (arrivals > 0 && options.placement == MigrationPlacement::fresh_blocks) {
+        const std::uint64_t groups = (arrivals + kCapacity - 1) / kCapacity;
+        std::uint32_t* blocks = scratch.fresh_blocks.template as<std::uint32_t>() + group_base;
+        group_base += groups;
+        heap.launch(groups, FillWordsKernel<std::uint32_t>{blocks, kNoFreshBlock});
+        heap.launch(view.bitmap_shape.level_words[0],
+                    ClaimFreshBlocksKernel<View, C>{view, words + layout.claimed() + k, blocks, groups, arrivals});
+        fresh_blocks = blocks;
+      }
+      if (arrivals > 0)
+        heap.launch(arrivals, UnpackKernel<View, C, Links>{view, words + layout.received_first() + static_cast<std::uint64_t>(k) * (R + 1),
+                                                           row(layout.received_offsets(), k),
+                                                           scratch.receive_buffer.template as<unsigned char>(),
+                                                           counters_of(k), links, ranks, fresh_blocks});
+      ++k;
+    });
+    publish(layout.counters(), layout.mirror_counters(), static_cast<std::uint64_t>(kClasses) * kCounterWords);
+    if (clear != nullptr) heap.launch(1, FillWordsKernel<std::uint64_t>{clear, 0});
+    std::string out_of_memory_message;
+    try {
+      wait_for_device(heap, stats);  // the second wait: the step's reports
+    } catch (const out_of_memory& failure) {
+      out_of_memory_message = failure.what();  // the kernels ran to their end; the counters are final
+    }
+
+    // 4. reports, first class first
+    std::exception_ptr first_error;
+    if (!out_of_memory_message.empty()) {
+      std::string lost;
+      k = 0;
+      for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+        using C = std::remove_pointer_t<decltype(tag)>;
+        MigrationCounters result{};
+        std::memcpy(&result, mirror + layout.mirror_counters() + static_cast<std::size_t>(k) * kCounterWords, sizeof(result));
+        if (result.not_created > 0)
+          lost += (lost.empty() ? "" : ", ") + std::to_string(result.not_created) + " of " + std::to_string(received[k]) +
+                  " " + C::kName;
+        ++k;
+      });
+      first_error = std::make_exception_ptr(out_of_memory(out_of_memory_message + "; " + lost +
+                                                          " objects migrating to rank " + std::to_string(rank) +
+                                                          " were lost"));
+    }
+    k = 0;
+    for_each_concrete_subclass<T>(heap, [&](auto* tag) {
+      using C = std::remove_pointer_t<decltype(tag)>;
+      MigrationCounters result{};
+      std::memcpy(&result, mirror + layout.mirror_counters() + static_cast<std::size_t>(k) * kCounterWords, sizeof(result));
+      ++k;
+      if (first_error) return;
+      const std::string where = std::string(" (rank ") + std::to_string(rank) + " of " + std::to_string(ranks) +
+                                ", class " + C::kName + ")";
+      if (result.bad_destinations > 0)
+        first_error = std::make_exception_ptr(invalid_argument(
+            "soaheap: migrate: destination() returned " + std::to_string(result.first_bad_destination) +
+            ", which is not a rank in [0, " + std::to_string(ranks) + "), for " + std::to_string(result.bad_destinations) +
+            " objects; they stayed" + where));
+      else if (result.untranslated > 0)
+        first_error = std::make_exception_ptr(usage_error(
+            "soaheap: migrate: " + std::to_string(result.untranslated) +
+            " objects hold a pointer that the links could not translate (first in field " +
+            std::to_string(result.first_untranslated_field) + " of the class, inherited fields first); they stayed" + where));
+      else if (result.unlinked > 0)
+        first_error = std::make_exception_ptr(usage_error(
+            "soaheap: migrate: " + std::to_string(result.unlinked) +
+            " pointers arrived as names the links could not resolve on this rank; they were set to null" + where));
+    });
+    return first_error;
+  }
 }
 
 }  // namespace detail
@@ -349,14 +466,28 @@ std::exception_ptr step_each_class(HeapT& heap, Transport& transport, MigrationS
 template <class T, class HeapT, class Destination, class Links = NoLinks>
 MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& destination, const Links& links = Links{},
                        const MigrationOptions& options = MigrationOptions{}) {
+  using View = ::soaheap::detail::internals_t<HeapT>;
   const auto start = std::chrono::steady_clock::now();
-  heap.synchronize();  // earlier errors surface before anything moves
   detail::agree_on_heap(heap, transport, heap.template attachment<detail::MigrationScratch>());
-  MigrationStats stats;
-  const std::exception_ptr error = detail::step_each_class<T>(heap, transport, stats, [&](auto* tag) {
+  // Each class's decisions in a region of its own: one per slot of every block of the heap.
+  const std::uint64_t blocks = heap.block_count();
+  std::vector<std::uint64_t> decision_base;
+  std::uint64_t decision_words = 0;
+  detail::for_each_concrete_subclass<T>(heap, [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
-    return detail::migrate_class<T, C>(heap, transport, destination, links, options, stats);
+    decision_base.push_back(decision_words);
+    decision_words += blocks * static_cast<std::uint64_t>(HeapT::template capacity<C>);
   });
+  MigrationStats stats;
+  const std::exception_ptr error = detail::migration_step<T>(
+      heap, transport, decision_words, nullptr, nullptr,
+      [&](auto* tag, int k) {
+        using C = std::remove_pointer_t<decltype(tag)>;
+        using Items = detail::SlotItems<View, C, T, Destination>;
+        return std::pair<Items, std::uint64_t>{Items{::soaheap::detail::internals(heap), destination, decision_base[static_cast<std::size_t>(k)]},
+                                               blocks * static_cast<std::uint64_t>(HeapT::template capacity<C>)};
+      },
+      links, options, stats, nullptr);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (error) std::rethrow_exception(error);
   return stats;
@@ -372,20 +503,22 @@ MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& des
 template <class T, class HeapT, class Links = NoLinks>
 MigrationStats migrate_departures(HeapT& heap, Transport& transport, Departures& departures, const Links& links = Links{},
                                   const MigrationOptions& options = MigrationOptions{}) {
+  using View = ::soaheap::detail::internals_t<HeapT>;
   const auto start = std::chrono::steady_clock::now();
-  heap.synchronize();  // the kernels that recorded departures are done; earlier errors surface
   detail::agree_on_heap(heap, transport, heap.template attachment<detail::MigrationScratch>());
-  const std::uint64_t recorded = departures.recorded();
-  const std::uint64_t count = recorded < departures.capacity() ? recorded : departures.capacity();
+  const DepartureList list = departures.list();
   MigrationStats stats;
-  std::exception_ptr first_error = detail::step_each_class<T>(heap, transport, stats, [&](auto* tag) {
-    using C = std::remove_pointer_t<decltype(tag)>;
-    return detail::migrate_items<C>(
-        heap, transport, count, detail::DepartureItems<::soaheap::detail::internals_t<HeapT>, C>{departures.objects(), departures.ranks()},
-        links, options, stats);
-  });
-  departures.clear();
+  std::uint64_t recorded = 0;
+  std::exception_ptr first_error = detail::migration_step<T>(
+      heap, transport, departures.capacity(), list.count, list.count,
+      [&](auto* tag, int) {
+        using C = std::remove_pointer_t<decltype(tag)>;
+        using Items = detail::DepartureItems<View, C>;
+        return std::pair<Items, std::uint64_t>{Items{list.objects, list.ranks, list.count, list.capacity}, list.capacity};
+      },
+      links, options, stats, &recorded);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::uint64_t count = recorded < departures.capacity() ? recorded : departures.capacity();
   if (!first_error && recorded > count)
     first_error = std::make_exception_ptr(usage_error(
         "soaheap: migrate_departures: " + std::to_string(recorded) + " departures were recorded but the list holds " +

@@ -33,6 +33,8 @@ class NcclTransport final : public Transport {
   int device() const;
 
   void exchange_counts(const std::uint64_t* send, std::uint64_t* received) override;
+  /// One all-gather for all @p width numbers per pair of ranks.
+  void exchange_count_rows(const std::uint64_t* send, std::uint64_t* received, int width) override;
   void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives) override;
   void all_reduce_sum(std::uint64_t* values, int count) override;
 

@@ -1,7 +1,8 @@
 #pragma once
 /// @file detail/packing.cuh
-/// @brief The wire format of migrating objects of one concrete class C, and the three kernels of a
-///        migration step (survey, pack, unpack).
+/// @brief The wire format of migrating objects of one concrete class C, and the kernels of a
+///        migration step (survey, plan, pack, fresh-block claim, unpack, and the small copies
+///        between device words and host-visible words).
 ///
 /// A message to one peer carries n objects of C as SOA arrays, like a block does: field 0 of all n
 /// objects, then field 1, ..., each array starting on a 16-byte boundary. Managed pointer fields
@@ -28,7 +29,8 @@ using soaheap::detail::soa_array_offset;
 /// What the survey decides for a slot: -1 stays (or is no object), otherwise the destination rank.
 inline constexpr std::int32_t kStays = -1;
 
-/// Device counters of one migration step of one class (zeroed before it).
+/// Device counters of one migration step of one class (zeroed before it, except the two `first_`
+/// fields, which start at -1).
 struct MigrationCounters {
   std::uint64_t untranslated;        ///< objects kept home: a pointer field Links could not translate
   std::uint64_t bad_destinations;    ///< objects kept home: destination() named no rank
@@ -37,6 +39,8 @@ struct MigrationCounters {
   std::int64_t first_bad_destination;
   std::int64_t first_untranslated_field;  ///< field index (in all_field_types_t order), -1 if none
 };
+inline constexpr int kCounterWords = 6;
+static_assert(sizeof(MigrationCounters) == kCounterWords * sizeof(std::uint64_t), "MigrationCounters is six words");
 
 /// counters[key] += 1 for the calling thread; returns the value before its own increment. On the
 /// GPU the active lanes of a warp that share a key make one atomic together (with two ranks every
@@ -114,39 +118,57 @@ SOAHEAP_HD int first_untranslated(std::uint64_t data, int slot, int capacity, co
   return found;
 }
 
-/// Items of a migration step of class C: every slot of C's blocks, asked `destination(object)`.
+/// Items of a migration step of class C: slot i % N_C of block i / N_C for every block of the heap
+/// (block_count * N_C items), those of C's blocks asked `destination(object)`. Going over the whole
+/// heap needs no list of C's blocks, whose length only a wait for the device could tell; a thread
+/// of another class's block stops after one bitmap load. Each class has a decision per item in a
+/// region of its own (from @p decision_base), so the survey writes every item's decision and the
+/// pack reads it without looking at the block again (the pack frees blocks as it goes).
 template <class View, class C, class T, class Destination>
 struct SlotItems {
   static constexpr int kCapacity = View::Layout::template capacity<C>;
   View view;
-  const std::uint32_t* blocks;  ///< C's blocks
   Destination destination;
+  std::uint64_t decision_base;
 
   /// The pointer bits of item @p i's object (whether or not the slot is live).
   SOAHEAP_HD std::uint64_t bits_of(std::uint64_t i) const {
-    return view.make_pointer_bits(blocks[i / kCapacity], static_cast<int>(i % kCapacity), View::template class_id<C>);
+    return view.make_pointer_bits(i / kCapacity, static_cast<int>(i % kCapacity), View::template class_id<C>);
   }
-  /// Item @p i's object, or 0 when its slot is free.
+  /// Item @p i's object, or 0 when its block is not C's or its slot is free.
   SOAHEAP_HD std::uint64_t live_object(std::uint64_t i) const {
-    const std::uint64_t allocation = atomic_load(&view.headers[blocks[i / kCapacity]].allocation);
+    const std::uint64_t block = i / kCapacity;
+    if (!view.allocated_blocks(View::template class_id<C>).get(block)) return 0;
+    const std::uint64_t allocation = atomic_load(&view.headers[block].allocation);
     return ((allocation >> (i % kCapacity)) & 1u) != 0 ? bits_of(i) : 0;
   }
+  /// Whether item @p i's decision belongs to this class (every item has its own here).
+  SOAHEAP_HD bool owns(std::uint64_t) const { return true; }
+  SOAHEAP_HD std::uint64_t decision_index(std::uint64_t i) const { return decision_base + i; }
   SOAHEAP_HD int destination_of(std::uint64_t, std::uint64_t bits) const {
     return destination(static_cast<T*>(reinterpret_cast<C*>(bits)));
   }
 };
 
 /// Items of a migration step of class C: the departures kernels recorded (DepartureList), those of
-/// class C among them.
+/// class C among them. The kernels run over the list's capacity and read the recorded count on the
+/// device, so the host need not know it in advance. Every item is one class's, so the classes share
+/// one decision per item.
 template <class View, class C>
 struct DepartureItems {
   const std::uint64_t* objects;
   const std::int32_t* ranks;
+  const std::uint64_t* recorded;  ///< may exceed capacity (those beyond were not recorded)
+  std::uint64_t capacity;
   SOAHEAP_HD std::uint64_t bits_of(std::uint64_t i) const { return objects[i]; }
   SOAHEAP_HD std::uint64_t live_object(std::uint64_t i) const {
+    const std::uint64_t count = atomic_load(recorded);
+    if (i >= (count < capacity ? count : capacity)) return 0;
     const std::uint64_t bits = objects[i];
     return soaheap::detail::class_id_of(bits) == View::template class_id<C> ? bits : 0;
   }
+  SOAHEAP_HD bool owns(std::uint64_t i) const { return live_object(i) != 0; }
+  SOAHEAP_HD std::uint64_t decision_index(std::uint64_t i) const { return i; }
   SOAHEAP_HD int destination_of(std::uint64_t i, std::uint64_t) const { return ranks[i]; }
 };
 
@@ -164,6 +186,7 @@ struct SurveyKernel {
   int size;
 
   SOAHEAP_HD void operator()(std::uint64_t tid) const {
+    if (!items.owns(tid)) return;
     std::int32_t decision = kStays;
     const std::uint64_t bits = items.live_object(tid);
     if (bits != 0) {
@@ -186,7 +209,7 @@ struct SurveyKernel {
         }
       }
     }
-    decisions[tid] = decision;
+    decisions[items.decision_index(tid)] = decision;
   }
 };
 
@@ -203,10 +226,12 @@ struct PackKernel {
   const std::uint64_t* message_offsets;  ///< [size] byte offset of each message in the buffer
   std::uint64_t* cursors;                ///< [size] zeroed: objects written per message
   unsigned char* buffer;
+  const std::uint64_t* held;             ///< nonzero: pack nothing (PlanKernel: no room, or a heap error)
   Links links;
 
   SOAHEAP_HD void operator()(std::uint64_t tid) const {
-    const std::int32_t target = decisions[tid];
+    if (atomic_load(held) != 0 || !items.owns(tid)) return;
+    const std::int32_t target = decisions[items.decision_index(tid)];
     if (target == kStays) return;
     const std::uint64_t bits = items.bits_of(tid);
     const std::uint64_t block = view.block_of(bits);
@@ -246,31 +271,101 @@ struct PackKernel {
 /// No fresh block for this group of arrivals (the heap had no free block left).
 inline constexpr std::uint32_t kNoFreshBlock = 0xffffffffu;
 
-/// Step 3a of the fresh_blocks placement, one thread per group of N_C arrivals: group g takes the
-/// g-th free block of the heap's free list (listed just before, nothing allocates meanwhile) and
-/// starts it as a block of C with the group's slots reserved; groups beyond the free list get
-/// kNoFreshBlock (their arrivals take slots one by one).
+/// Step 3a of the fresh_blocks placement, one thread per word of the free bitmap's lowest level:
+/// each free block that the thread finds takes the next group of N_C arrivals (a device counter
+/// hands out group numbers, so no list of free blocks has to be read back to the host) and is
+/// started as a block of C with the group's slots reserved. @p blocks is filled with kNoFreshBlock
+/// first (FillWordsKernel): groups beyond the free blocks take their slots one by one.
 template <class View, class C>
 struct ClaimFreshBlocksKernel {
   static constexpr int kCapacity = View::Layout::template capacity<C>;
   View view;
-  const std::uint32_t* free_list;
-  std::uint64_t free_count;
-  std::uint32_t* blocks;
+  std::uint64_t* claimed;  ///< zeroed: groups handed out so far (may pass @p groups)
+  std::uint32_t* blocks;   ///< [groups]
+  std::uint64_t groups;
   std::uint64_t arrivals;
 
-  SOAHEAP_HD void operator()(std::uint64_t group) const {
-    if (group >= free_count) {
-      blocks[group] = kNoFreshBlock;
-      return;
+  SOAHEAP_HD void operator()(std::uint64_t word) const {
+    if (atomic_load(claimed) >= groups) return;
+    const soaheap::BitmapView free_bits = view.free_blocks();
+    std::uint64_t bits = atomic_load(free_bits.words() + word);
+    while (bits != 0) {
+      const std::uint64_t block = word * 64 + static_cast<std::uint64_t>(soaheap::detail::lowest_set_bit(bits));
+      bits &= bits - 1;
+      if (block >= view.block_count) return;
+      const std::uint64_t group = atomic_fetch_add(claimed, 1);
+      if (group >= groups) return;
+      const std::uint64_t first = group * kCapacity;
+      const int count = static_cast<int>(arrivals - first < kCapacity ? arrivals - first : kCapacity);
+      free_bits.clear(block);
+      view.initialize_block(block, View::template class_id<C>, soaheap::detail::low_bits(count));
+      view.count_block_taken();
+      blocks[group] = static_cast<std::uint32_t>(block);
     }
-    const std::uint64_t first = group * kCapacity;
-    const int count = static_cast<int>(arrivals - first < kCapacity ? arrivals - first : kCapacity);
-    const std::uint32_t block = free_list[group];
-    view.free_blocks().clear(block);
-    view.initialize_block(block, View::template class_id<C>, soaheap::detail::low_bits(count));
-    view.count_block_taken();
-    blocks[group] = block;
+  }
+};
+
+/// to[i] = from[i]: device words to host-visible words and back (HostWords), in stream order.
+struct CopyWordsKernel {
+  const std::uint64_t* from;
+  std::uint64_t* to;
+  SOAHEAP_HD void operator()(std::uint64_t i) const { to[i] = from[i]; }
+};
+
+/// words[i] = value.
+template <class Word>
+struct FillWordsKernel {
+  Word* words;
+  Word value;
+  SOAHEAP_HD void operator()(std::uint64_t i) const { words[i] = value; }
+};
+
+/// Sets the step's device words: all zero, but the `first_` fields of each class's counters -1.
+struct StartStepKernel {
+  std::uint64_t* words;
+  std::uint64_t counters_begin;  ///< word index of class 0's MigrationCounters
+  std::uint64_t counters_end;
+  SOAHEAP_HD void operator()(std::uint64_t i) const {
+    const bool first_field = i >= counters_begin && i < counters_end && (i - counters_begin) % kCounterWords >= 4;
+    words[i] = first_field ? ~std::uint64_t{0} : 0;
+  }
+};
+
+/// Message bytes of class @p class_index to each rank (one thread per rank), from its survey's counts.
+template <class C>
+struct MessageBytesKernel {
+  const std::uint64_t* counts;  ///< [size] the class's row
+  std::uint64_t* bytes;         ///< [size][classes]
+  int class_index;
+  int classes;
+  SOAHEAP_HD void operator()(std::uint64_t peer) const {
+    bytes[peer * static_cast<std::uint64_t>(classes) + static_cast<std::uint64_t>(class_index)] =
+        WireLayout<C>::message_bytes(counts[peer]);
+  }
+};
+
+/// One thread: where each class's message to each rank starts in the send buffer (one message per
+/// rank, its classes in order), the total, and whether to hold the pack back: the total exceeds
+/// the buffer (the host grows it and packs again), or the heap holds an error from earlier kernels
+/// (the host throws it at its wait, before anything has moved).
+template <class View>
+struct PlanKernel {
+  View view;
+  const std::uint64_t* bytes;  ///< [size][classes]
+  std::uint64_t* offsets;      ///< [classes][size]
+  std::uint64_t* plan;         ///< [0] total bytes, [1] held
+  std::uint64_t capacity;
+  int size;
+  int classes;
+  SOAHEAP_HD void operator()(std::uint64_t) const {
+    std::uint64_t offset = 0;
+    for (int p = 0; p < size; ++p)
+      for (int c = 0; c < classes; ++c) {
+        offsets[static_cast<std::uint64_t>(c) * size + p] = offset;
+        offset += bytes[static_cast<std::uint64_t>(p) * classes + c];
+      }
+    plan[0] = offset;
+    plan[1] = (offset > capacity || atomic_load(&view.state->error) != 0) ? 1 : 0;
   }
 };
 
