@@ -293,10 +293,11 @@ class Heap {
   }
   int defrag_factor(int class_index) const { return defrag_factor_[class_index]; }
 
-  // ---- for the library's layers (defrag, profiler, distributed, compat) -------------------------------
-  // Not part of the user API: block lists, snapshots, the executor and per-heap state that the
-  // layers above core keep with the heap. Users call soaheap::defragment, Profiler and migrate.
-
+  // ---- for the library's layers (defrag, profiler, distributed) -----------------------------------------
+  // The types below are public; the functions that make them are private: block lists,
+  // snapshots, the operation guard and per-heap state that the layers above core keep with the
+  // heap, reached through detail::InternalsAccess (heap_view.cuh). Users call soaheap::defragment,
+  // Profiler and migrate.
   /// @brief Block ids in memory of the heap's backend (owned by the heap: valid until the next
   /// enumeration of the same bitmap).
   struct BlockList {
@@ -315,25 +316,6 @@ class Heap {
       return id;
     }
   };
-  /// @brief Sorted ids of the blocks whose bit is set in bitmap @p bitmap_index (stream compaction
-  /// into a buffer the heap keeps per bitmap; the count is read back, so this synchronizes).
-  BlockList enumerate_blocks(int bitmap_index) const;
-
-  /// @brief State that a higher layer keeps per heap (defrag's persistent scratch buffers and
-  /// timers), made by its default constructor on first use and kept until the heap dies. Core never
-  /// looks inside; one instance per type.
-  template <class State>
-  State& attachment() const {
-    std::shared_ptr<void>& slot = attachments_[std::type_index(typeid(State))];
-    if (!slot) slot = std::make_shared<State>();
-    return *static_cast<State*>(slot.get());
-  }
-
-  /// @brief Throws usage_error naming @p operation while a bulk operation runs on this heap.
-  void require_idle(const char* operation) const {
-    if (busy_.load())
-      throw usage_error(std::string("soaheap: ") + operation + " refused: a parallel operation on this heap is in flight");
-  }
 
   /// Marks the heap busy for the duration of a bulk operation (refuses to nest).
   class OperationGuard {
@@ -360,9 +342,33 @@ class Heap {
     detail::HeapRuntimeState state{};
     Internals view;  ///< the heap's internals over the copies
   };
-  Snapshot take_snapshot(bool with_data) const;
 
  private:
+  friend struct detail::InternalsAccess;
+
+  /// @brief Sorted ids of the blocks whose bit is set in bitmap @p bitmap_index (stream compaction
+  /// into a buffer the heap keeps per bitmap; the count is read back, so this synchronizes).
+  BlockList enumerate_blocks(int bitmap_index) const;
+
+  /// @brief State that a higher layer keeps per heap (defrag's persistent scratch buffers and
+  /// timers), made by its default constructor on first use and kept until the heap dies. Core never
+  /// looks inside; one instance per type.
+  template <class State>
+  State& attachment() const {
+    std::shared_ptr<void>& slot = attachments_[std::type_index(typeid(State))];
+    if (!slot) slot = std::make_shared<State>();
+    return *static_cast<State*>(slot.get());
+  }
+
+  /// @brief Throws usage_error naming @p operation while a bulk operation runs on this heap.
+  void require_idle(const char* operation) const {
+    if (busy_.load())
+      throw usage_error(std::string("soaheap: ") + operation + " refused: a parallel operation on this heap is in flight");
+  }
+
+
+  Snapshot take_snapshot(bool with_data) const;
+
   Internals make_internals() const {
     Internals internals;
     internals.headers = headers_.as<BlockHeader>();

@@ -74,8 +74,34 @@ class HeapView {
 namespace detail {
 
 /// @brief The one access point to a heap's internals, for the library's own layers (core, defrag,
-/// profiler, distributed; tools/ci/check-layering.py keeps everyone else out).
+/// profiler, distributed, compat; tools/ci/check-layering.py keeps everyone else out): a view's
+/// HeapInternals, and the owning Heap's members for those layers.
 struct InternalsAccess {
+  template <class HeapT>
+  using BlockList = typename HeapT::BlockList;
+  template <class HeapT>
+  using OperationGuard = typename HeapT::OperationGuard;
+  /// Sorted ids of the blocks in bitmap @p bitmap_index (synchronizes).
+  template <class HeapT>
+  static BlockList<HeapT> enumerate_blocks(const HeapT& heap, int bitmap_index) {
+    return heap.enumerate_blocks(bitmap_index);
+  }
+  /// A host copy of the heap's metadata (and data with @p with_data), with internals over it.
+  template <class HeapT>
+  static auto take_snapshot(const HeapT& heap, bool with_data) {
+    return heap.take_snapshot(with_data);
+  }
+  /// State a layer keeps per heap, made on first use (defrag's and migration's scratch).
+  template <class State, class HeapT>
+  static State& attachment(const HeapT& heap) {
+    return heap.template attachment<State>();
+  }
+  /// Throws usage_error naming @p operation while a bulk operation runs on the heap.
+  template <class HeapT>
+  static void require_idle(const HeapT& heap, const char* operation) {
+    heap.require_idle(operation);
+  }
+
   template <class... Classes>
   SOAHEAP_HD static const HeapInternals<Classes...>& of(const HeapView<Classes...>& view) {
     return view.internals_;

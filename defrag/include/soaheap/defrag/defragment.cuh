@@ -122,11 +122,11 @@ void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, Defr
 
   // Blocks of the other classes do not change while C is compacted, so their lists are taken once
   // per run; C's own blocks (sources leave, targets fill up) are listed again in every pass.
-  std::vector<typename HeapType::BlockList> holder_blocks(HeapType::kClassCount);
+  std::vector<detail::InternalsAccess::BlockList<HeapType>> holder_blocks(HeapType::kClassCount);
   std::vector<bool> holder_listed(HeapType::kClassCount, false);
-  auto blocks_of_holder = [&](int holder_class) -> const typename HeapType::BlockList& {
+  auto blocks_of_holder = [&](int holder_class) -> const detail::InternalsAccess::BlockList<HeapType>& {
     if (holder_class == kClass || !holder_listed[holder_class]) {
-      holder_blocks[holder_class] = heap.enumerate_blocks(1 + holder_class);
+      holder_blocks[holder_class] = detail::InternalsAccess::enumerate_blocks(heap, 1 + holder_class);
       holder_listed[holder_class] = true;
     }
     return holder_blocks[holder_class];
@@ -134,7 +134,7 @@ void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, Defr
 
   for (;;) {
     auto clock = std::chrono::steady_clock::now();
-    typename HeapType::BlockList candidates = heap.enumerate_blocks(1 + 2 * HeapType::kClassCount + kClass);
+    const auto candidates = detail::InternalsAccess::enumerate_blocks(heap, 1 + 2 * HeapType::kClassCount + kClass);
     const std::uint64_t r = candidates.count;
     const std::uint64_t sources = r / static_cast<std::uint64_t>(n + 1);
     if (static_cast<long long>(r) <= retained || sources == 0 || static_cast<long long>(sources) < min_sources) {
@@ -168,7 +168,7 @@ void defragment_class(Heap<Classes...>& heap, const DefragOptions& options, Defr
     auto rewrite_holder = [&](auto holder_tag) {
       using U = tag_type_t<decltype(holder_tag)>;
       if constexpr (!U::kAbstract && can_hold_pointer_to_v<U, C>) {
-        const typename HeapType::BlockList& holders = blocks_of_holder(HeapType::template class_id<U>);
+        const detail::InternalsAccess::BlockList<HeapType>& holders = blocks_of_holder(HeapType::template class_id<U>);
         if (records) {
           using Relocation = PassRelocation<View, RecordLookup<View>>;
           using Kernel = RewritePointersKernel<View, U, C, Relocation>;
@@ -212,7 +212,7 @@ void prepare_defragment(Heap<Classes...>& heap, const DefragOptions& options) {
   using View = ::soaheap::detail::internals_t<HeapType>;
   static_assert(HeapType::template class_id<T> >= 0,
                 "soaheap::defragment: this class is not one of the heap's classes");
-  heap.require_idle("defrag");
+  detail::InternalsAccess::require_idle(heap, "defrag");
   const std::string name = T::kName;
   if (options.retained_candidates < 0)
     throw invalid_argument("soaheap: defrag of " + name + ": retained candidates k1=" +
@@ -268,7 +268,7 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
   using View = ::soaheap::detail::internals_t<HeapType>;
   detail::prepare_defragment<T>(heap, options);
   const std::string name = T::kName;
-  const typename HeapType::OperationGuard guard(heap, "defrag");
+  const detail::InternalsAccess::OperationGuard<HeapType> guard(heap, "defrag");
   DefragResult result;
   result.class_name = name;
   if (options.compaction == CompactionStrategy::plan) {
@@ -304,7 +304,7 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options, co
                            std::to_string(options.locality_window) + " contradicts an order (objects go where their key says)");
   detail::prepare_defragment<T>(heap, options);
 
-  const typename HeapType::OperationGuard guard(heap, "defrag");
+  const detail::InternalsAccess::OperationGuard<HeapType> guard(heap, "defrag");
   DefragResult result;
   result.class_name = name;
   result.ordered = true;

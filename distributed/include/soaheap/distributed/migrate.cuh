@@ -240,7 +240,7 @@ std::exception_ptr migration_step(HeapT& heap, Transport& transport, std::uint64
   const int rank = transport.rank();
   const auto R = static_cast<std::size_t>(ranks);
   const Backend backend = heap.backend();
-  MigrationScratch& scratch = heap.template attachment<MigrationScratch>();
+  MigrationScratch& scratch = ::soaheap::detail::InternalsAccess::attachment<MigrationScratch>(heap);
   stats.sent_to.assign(R, 0);
   stats.received_from.assign(R, 0);
   if constexpr (kClasses == 0) {
@@ -468,7 +468,7 @@ MigrationStats migrate(HeapT& heap, Transport& transport, const Destination& des
                        const MigrationOptions& options = MigrationOptions{}) {
   using View = ::soaheap::detail::internals_t<HeapT>;
   const auto start = std::chrono::steady_clock::now();
-  detail::agree_on_heap(heap, transport, heap.template attachment<detail::MigrationScratch>());
+  detail::agree_on_heap(heap, transport, ::soaheap::detail::InternalsAccess::attachment<detail::MigrationScratch>(heap));
   // Each class's decisions in a region of its own: one per slot of every block of the heap.
   const std::uint64_t blocks = heap.block_count();
   std::vector<std::uint64_t> decision_base;
@@ -505,7 +505,7 @@ MigrationStats migrate_departures(HeapT& heap, Transport& transport, Departures&
                                   const MigrationOptions& options = MigrationOptions{}) {
   using View = ::soaheap::detail::internals_t<HeapT>;
   const auto start = std::chrono::steady_clock::now();
-  detail::agree_on_heap(heap, transport, heap.template attachment<detail::MigrationScratch>());
+  detail::agree_on_heap(heap, transport, ::soaheap::detail::InternalsAccess::attachment<detail::MigrationScratch>(heap));
   const DepartureList list = departures.list();
   MigrationStats stats;
   std::uint64_t recorded = 0;

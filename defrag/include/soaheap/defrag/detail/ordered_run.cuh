@@ -401,9 +401,9 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   constexpr int kField = in_place_forwarding_field_v<View, C>;
   const Executor& executor = heap.executor();
   const std::uint64_t blocks = heap.block_count();
-  PlanScratch& shared = heap.template attachment<PlanScratch>();
+  PlanScratch& shared = detail::InternalsAccess::attachment<PlanScratch>(heap);
   shared.ensure(heap.backend(), blocks, HeapType::kClassCount);
-  OrderScratch& scratch = heap.template attachment<OrderScratch>();
+  OrderScratch& scratch = detail::InternalsAccess::attachment<OrderScratch>(heap);
   scratch.ensure(heap.backend(), blocks, 0);
   double before[kPlanPhaseCount];
   read_phase_totals(shared, executor, before);

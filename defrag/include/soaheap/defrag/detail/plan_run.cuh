@@ -217,7 +217,7 @@ template <class T, class... Classes>
 void compact_with_plan(Heap<Classes...>& heap, const DefragOptions& options, DefragResult& result) {
   using HeapType = Heap<Classes...>;
   using View = ::soaheap::detail::internals_t<HeapType>;
-  PlanScratch& scratch = heap.template attachment<PlanScratch>();
+  PlanScratch& scratch = detail::InternalsAccess::attachment<PlanScratch>(heap);
   scratch.ensure(heap.backend(), heap.block_count(), HeapType::kClassCount);
   const Executor& executor = heap.executor();
   double before[kPlanPhaseCount];
