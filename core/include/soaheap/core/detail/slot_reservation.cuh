@@ -312,8 +312,11 @@ SOAHEAP_HD bool release_in_block(const Heap& heap, const SlotClass& slot_class, 
   const std::uint64_t full = slot_class.full_mask();
   // For 64 slots a full block's word is all ones, like a free block's: only the allocated bitmap
   // tells a double free of a free block apart (racing a legitimate retirement, one may slip
-  // through; SOAHEAP_CHECKED checks those against the header too).
-  if (full == kInvalidatedBitmap && !slot_class.allocated.get(block)) return false;
+  // through; SOAHEAP_CHECKED checks those against the header too). Looked at only when the word
+  // is all ones, so that a rollback in a block being started (allocated bit not yet set) is kept.
+  if (full == kInvalidatedBitmap && atomic_load(&heap.headers[block].allocation) == kInvalidatedBitmap &&
+      !slot_class.allocated.get(block))
+    return false;
   const std::uint64_t before = atomic_fetch_and(&heap.headers[block].allocation, ~slots);
   const std::uint64_t after = before & ~slots;
   if (before == kInvalidatedBitmap && full != kInvalidatedBitmap) {
