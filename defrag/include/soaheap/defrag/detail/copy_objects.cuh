@@ -12,27 +12,21 @@
 
 namespace soaheap::detail {
 
-/// kThreadsPerSourceBlock consecutive threads per source block; thread s moves the s-th object of
-/// its source (if there is one) to the s-th free slot across the source's targets. Every target
-/// belongs to exactly one source and every slot to one thread, so no two threads write the same
-/// data; the target allocation bits are set with atomics because slots share a 64-bit word.
+/// Copies one moved object to its target slot. Every target belongs to exactly one source and every
+/// slot to one thread, so no two threads write the same data; the target allocation bits are set
+/// with atomics because slots share a 64-bit word.
 template <class View, class C>
-struct CopyObjectsKernel {
-  View view;
-  PassPlan plan;
-
-  SOAHEAP_HD void operator()(std::uint64_t tid) const {
-    const std::uint64_t source = tid / kThreadsPerSourceBlock;
-    const int rank = static_cast<int>(tid % kThreadsPerSourceBlock);
-    const std::uint64_t objects = plan.source_bitmaps[source];
-    if (rank >= popcount(objects)) return;
-    const int source_slot = select_set_bit(objects, rank);
-    const Destination destination = plan.destination_of(source, rank);
-    if (destination.block == Destination::kNoDestination) return;  // unreachable for a valid plan
-    ObjectCopy<View, C>::copy(view.data_address(plan.source_block(source)), source_slot,
-                              view.data_address(destination.block), destination.slot);
-    atomic_fetch_or(&view.headers[destination.block].allocation, std::uint64_t{1} << destination.slot);
+struct CopyObjectStep {
+  SOAHEAP_HD static void apply(const View& view, const PassPlan& plan, const Move& move) {
+    ObjectCopy<View, C>::copy(view.data_address(plan.source_block(move.source)), move.source_slot,
+                              view.data_address(move.destination.block), move.destination.slot);
+    atomic_fetch_or(&view.headers[move.destination.block].allocation,
+                    std::uint64_t{1} << move.destination.slot);
   }
 };
+
+/// Thread s of a source moves the s-th object of the source to the s-th free slot across its targets.
+template <class View, class C>
+using CopyObjectsKernel = PassMoveKernel<View, CopyObjectStep<View, C>>;
 
 }  // namespace soaheap::detail

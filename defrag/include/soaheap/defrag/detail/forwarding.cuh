@@ -26,21 +26,17 @@ SOAHEAP_HD inline std::uint64_t* forwarding_pointers(const View& view, std::uint
   return reinterpret_cast<std::uint64_t*>(view.data_address(block));
 }
 
-/// Same thread layout as CopyObjectsKernel; recomputes each destination from the frozen plan.
-template <class View, class C>
-struct StoreForwardingPointersKernel {
-  View view;
-  PassPlan plan;
-  SOAHEAP_HD void operator()(std::uint64_t tid) const {
-    const std::uint64_t source = tid / kThreadsPerSourceBlock;
-    const int rank = static_cast<int>(tid % kThreadsPerSourceBlock);
-    const std::uint64_t objects = plan.source_bitmaps[source];
-    if (rank >= popcount(objects)) return;
-    const Destination destination = plan.destination_of(source, rank);
-    if (destination.block == Destination::kNoDestination) return;
-    forwarding_pointers(view, plan.source_block(source))[select_set_bit(objects, rank)] =
-        view.make_pointer_bits(destination.block, destination.slot, plan.class_index);
+/// Leaves the forwarding pointer of one moved object in its source block.
+template <class View>
+struct StoreForwardingPointerStep {
+  SOAHEAP_HD static void apply(const View& view, const PassPlan& plan, const Move& move) {
+    forwarding_pointers(view, plan.source_block(move.source))[move.source_slot] =
+        view.make_pointer_bits(move.destination.block, move.destination.slot, plan.class_index);
   }
 };
+
+/// Same threads as CopyObjectsKernel; recomputes each destination from the frozen plan.
+template <class View, class C>
+using StoreForwardingPointersKernel = PassMoveKernel<View, StoreForwardingPointerStep<View>>;
 
 }  // namespace soaheap::detail

@@ -44,6 +44,13 @@ struct Destination {
   int slot;
 };
 
+/// One object a pass moves: from @p source_slot of source @p source (index i into R) to @p destination.
+struct Move {
+  std::uint64_t source;
+  int source_slot;
+  Destination destination;
+};
+
 /// Trivially copyable description of one pass, passed to every kernel of the pass.
 struct PassPlan {
   const std::uint32_t* candidates = nullptr;  ///< R, sorted block ids of all candidates
@@ -75,6 +82,22 @@ struct PassPlan {
     return {Destination::kNoDestination, 0};
   }
 
+  /// @brief The object thread @p tid of the copy and forwarding kernels handles: kThreadsPerSourceBlock
+  /// consecutive threads per source block, thread s takes the s-th object of its source and sends it
+  /// to the s-th free slot across the source's targets. False when the thread has no object (or,
+  /// impossible for a valid plan, the object has no destination).
+  SOAHEAP_HD bool move_of_thread(std::uint64_t tid, Move& move) const {
+    const std::uint64_t source = tid / kThreadsPerSourceBlock;
+    const int rank = static_cast<int>(tid % kThreadsPerSourceBlock);
+    const std::uint64_t objects = source_bitmaps[source];
+    if (rank >= popcount(objects)) return false;
+    move.destination = destination_of(source, rank);
+    if (move.destination.block == Destination::kNoDestination) return false;
+    move.source = source;
+    move.source_slot = select_set_bit(objects, rank);
+    return true;
+  }
+
   /// @brief Index i of source block @p block in R[0..B) (binary search), or -1 if it is no source.
   SOAHEAP_HD std::int64_t source_index_of(std::uint64_t block) const {
     std::uint64_t low = 0;
@@ -88,6 +111,18 @@ struct PassPlan {
       }
     }
     return low < source_count && candidates[low] == block ? static_cast<std::int64_t>(low) : -1;
+  }
+};
+
+/// @brief A kernel over the objects a pass moves (PassPlan::move_of_thread's thread layout, run on
+/// sources · kThreadsPerSourceBlock threads): @p Step::apply(view, plan, move) for each of them.
+template <class View, class Step>
+struct PassMoveKernel {
+  View view;
+  PassPlan plan;
+  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+    Move move;
+    if (plan.move_of_thread(tid, move)) Step::apply(view, plan, move);
   }
 };
 
