@@ -7,6 +7,7 @@
 /// whether the device algorithm agrees with the reference.
 
 #include "app.cuh"
+#include "model.cuh"
 
 #include <chrono>
 #include <cstdint>
@@ -45,9 +46,7 @@ int run_checked_simulation(const char* app, const AppOptions& options, const Mod
     }
   };
   const auto compare_with_reference = [&](const Model& checked_model, const Heap& checked) {
-    Reference reference(checked_model);
-    for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
-    return compare(reference, checked_model, checked);
+    return compare(reference_after<Reference>(options.iterations, checked_model), checked_model, checked);
   };
 
   Heap heap(Simulation::heap_options(model, options.backend));

@@ -274,13 +274,14 @@ inline std::uint64_t compare(const Reference& reference, const World& world, con
 namespace {
 
 int run_app(int argc, char** argv) {
-  soaheap_app::Cli cli = soaheap_app::application_cli("Sugarscape: agents on a torus grid of Cell objects consume sugar, age, mate (new Agent objects) and "
-               "die (destroy). --size is the side of the grid", soaheap_app::AppDefaults{64, 2048, 100, 500});
-  sugarscape::World defaults;
-  sugarscape::add_options(cli, defaults);
-  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
-  const soaheap_app::AppOptions options = cli.options();
-  const sugarscape::World world = sugarscape::world_of(defaults, options);
+  soaheap_app::AppOptions options;
+  sugarscape::World world;
+  if (const auto exit_code = soaheap_app::parse_with_model(
+          argc, argv,
+          "Sugarscape: agents on a torus grid of Cell objects consume sugar, age, mate (new Agent objects) and "
+          "die (destroy). --size is the side of the grid",
+          sugarscape::kRunDefaults, sugarscape::world_of, options, world))
+    return *exit_code;
 
   return soaheap_app::run_checked_simulation<sugarscape::Simulation, sugarscape::Reference, sugarscape::SugarHeap>(
       "sugarscape", options, world, sugarscape::side_run_of(world),

@@ -5,6 +5,7 @@
 // compare against cell by cell.
 
 #include "examples/common/counter_hash.cuh"
+#include "examples/common/model.cuh"
 #include "examples/common/requests.cuh"
 #include "examples/common/torus.cuh"
 #include "examples/harness/harness.hpp"
@@ -213,6 +214,9 @@ class Reference {
 /// of half this side with the same seed and iterations.
 constexpr std::uint32_t kReferenceMaxSide = 128;
 
+/// Grid side and iterations of a run without --size or --iterations (application and baseline alike).
+inline constexpr soaheap_app::AppDefaults kRunDefaults{64, 2048, 100, 500};
+
 /// The model's command-line options, shared by the application and its baseline.
 inline void add_options(soaheap_app::Cli& cli, World& world) {
   cli.option("--initial-density", world.initial_per_mille, "initially occupied cells per mille", 0, 1000);
@@ -220,19 +224,14 @@ inline void add_options(soaheap_app::Cli& cli, World& world) {
 }
 
 /// The world of a run: --size is the side of the grid.
-inline World world_of(World world, const soaheap_app::AppOptions& options) {
-  world.side = static_cast<std::uint32_t>(options.size);
-  world.seed = options.seed;
-  return world;
+inline World world_of(const World& world, const soaheap_app::AppOptions& options) {
+  return soaheap_app::sized_model<&World::side>(world, options);
 }
 
 /// The model the self-check simulates: @p world itself, or a smaller side-run when @p world is too
 /// large for the sequential reference.
 inline std::optional<World> side_run_of(const World& world) {
-  if (world.side <= kReferenceMaxSide) return std::nullopt;
-  World side = world;
-  side.side = kReferenceMaxSide / 2;
-  return side;
+  return soaheap_app::side_run<&World::side>(world, kReferenceMaxSide, kReferenceMaxSide / 2);
 }
 
 }  // namespace sugarscape

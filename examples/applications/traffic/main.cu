@@ -220,13 +220,14 @@ inline std::uint64_t compare(const Reference& reference, const Network& network,
 namespace {
 
 int run_app(int argc, char** argv) {
-  soaheap_app::Cli cli = soaheap_app::application_cli("Traffic: Nagel-Schreckenberg on a street network of Cell objects; Car objects are created at sources "
-               "and destroyed at sinks. --size is the number of streets", soaheap_app::AppDefaults{256, 65536, 200, 1000});
-  traffic::Network defaults;
-  traffic::add_options(cli, defaults);
-  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
-  const soaheap_app::AppOptions options = cli.options();
-  const traffic::Network network = traffic::network_of(defaults, options);
+  soaheap_app::AppOptions options;
+  traffic::Network network;
+  if (const auto exit_code = soaheap_app::parse_with_model(
+          argc, argv,
+          "Traffic: Nagel-Schreckenberg on a street network of Cell objects; Car objects are created at sources "
+          "and destroyed at sinks. --size is the number of streets",
+          traffic::kRunDefaults, traffic::network_of, options, network))
+    return *exit_code;
 
   return soaheap_app::run_checked_simulation<traffic::Simulation, traffic::Reference, traffic::TrafficHeap>(
       "traffic", options, network, traffic::side_run_of(network),

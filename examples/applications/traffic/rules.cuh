@@ -5,6 +5,7 @@
 // cell by cell.
 
 #include "examples/common/counter_hash.cuh"
+#include "examples/common/model.cuh"
 #include "examples/common/requests.cuh"
 
 #include "examples/harness/harness.hpp"
@@ -171,6 +172,9 @@ class Reference {
 /// quarter of this with the same seed and iterations.
 constexpr std::uint32_t kReferenceMaxStreets = 256;
 
+/// Streets and iterations of a run without --size or --iterations (application and baseline alike).
+inline constexpr soaheap_app::AppDefaults kRunDefaults{256, 65536, 200, 1000};
+
 /// The model's command-line options, shared by the application and its baseline.
 inline void add_options(soaheap_app::Cli& cli, Network& network) {
   network.length = 64;
@@ -181,19 +185,14 @@ inline void add_options(soaheap_app::Cli& cli, Network& network) {
 }
 
 /// The network of a run: --size is the number of streets.
-inline Network network_of(Network network, const soaheap_app::AppOptions& options) {
-  network.streets = static_cast<std::uint32_t>(options.size);
-  network.seed = options.seed;
-  return network;
+inline Network network_of(const Network& network, const soaheap_app::AppOptions& options) {
+  return soaheap_app::sized_model<&Network::streets>(network, options);
 }
 
 /// The model the self-check simulates: @p network itself, or a smaller side-run when @p network is
 /// too large for the sequential reference.
 inline std::optional<Network> side_run_of(const Network& network) {
-  if (network.streets <= kReferenceMaxStreets) return std::nullopt;
-  Network side = network;
-  side.streets = kReferenceMaxStreets / 4;
-  return side;
+  return soaheap_app::side_run<&Network::streets>(network, kReferenceMaxStreets, kReferenceMaxStreets / 4);
 }
 
 }  // namespace traffic

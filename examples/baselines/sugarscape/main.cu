@@ -274,13 +274,14 @@ class Simulation {
 namespace {
 
 int run_app(int argc, char** argv) {
-  soaheap_app::Cli cli = soaheap_app::application_cli("Sugarscape baseline: the sugarscape rules on fixed per-cell arrays, without an allocator. --size is "
-               "the side of the grid", soaheap_app::AppDefaults{64, 2048, 100, 500});
-  sugarscape::World defaults;
-  sugarscape::add_options(cli, defaults);
-  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
-  const soaheap_app::AppOptions options = cli.options();
-  const sugarscape::World world = sugarscape::world_of(defaults, options);
+  soaheap_app::AppOptions options;
+  sugarscape::World world;
+  if (const auto exit_code = soaheap_app::parse_with_model(
+          argc, argv,
+          "Sugarscape baseline: the sugarscape rules on fixed per-cell arrays, without an allocator. --size is "
+          "the side of the grid",
+          sugarscape::kRunDefaults, sugarscape::world_of, options, world))
+    return *exit_code;
   using sugarscape_baseline::Simulation;
   const auto read = [](const Simulation& simulation) {
     std::vector<int> sugar;
@@ -291,10 +292,8 @@ int run_app(int argc, char** argv) {
   return soaheap_app::run_baseline<Simulation>(
       "sugarscape_baseline", options, world, sugarscape::side_run_of(world),
       [&](const sugarscape::World& checked_world, const Simulation& checked) {
-        sugarscape::Reference reference(checked_world);
-        for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
         const auto [sugar, agents] = read(checked);
-        return reference.compare(sugar, agents);
+        return soaheap_app::reference_after<sugarscape::Reference>(options.iterations, checked_world).compare(sugar, agents);
       },
       [&](const Simulation& simulation, soaheap_app::BaselineResult& result) {
         std::uint64_t agents = 0;

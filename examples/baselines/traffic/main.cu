@@ -199,20 +199,20 @@ class Simulation {
 namespace {
 
 int run_app(int argc, char** argv) {
-  soaheap_app::Cli cli = soaheap_app::application_cli("Traffic baseline: the Nagel-Schreckenberg rules of traffic on fixed per-cell arrays, without an "
-               "allocator. --size is the number of streets", soaheap_app::AppDefaults{256, 65536, 200, 1000});
-  traffic::Network defaults;
-  traffic::add_options(cli, defaults);
-  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
-  const soaheap_app::AppOptions options = cli.options();
-  const traffic::Network network = traffic::network_of(defaults, options);
+  soaheap_app::AppOptions options;
+  traffic::Network network;
+  if (const auto exit_code = soaheap_app::parse_with_model(
+          argc, argv,
+          "Traffic baseline: the Nagel-Schreckenberg rules of traffic on fixed per-cell arrays, without an "
+          "allocator. --size is the number of streets",
+          traffic::kRunDefaults, traffic::network_of, options, network))
+    return *exit_code;
   using traffic_baseline::Simulation;
   return soaheap_app::run_baseline<Simulation>(
       "traffic_baseline", options, network, traffic::side_run_of(network),
       [&](const traffic::Network& checked_network, const Simulation& checked) {
-        traffic::Reference reference(checked_network);
-        for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
-        return reference.compare(checked.cars());
+        return soaheap_app::reference_after<traffic::Reference>(options.iterations, checked_network)
+            .compare(checked.cars());
       },
       [&](const Simulation& simulation, soaheap_app::BaselineResult& result) {
         std::uint64_t cars = 0;

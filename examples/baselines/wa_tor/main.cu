@@ -6,6 +6,7 @@
 // and compares the final grid with the sequential reference cell by cell.
 
 #include "examples/common/baseline.cuh"
+#include "examples/common/model.cuh"
 #include "examples/applications/wa_tor/rules.cuh"
 
 #include <soaheap/core/backend.cuh>
@@ -176,8 +177,8 @@ int run_app(int argc, char** argv) {
   // The sequential reference on the full grid when it is small, else on a small side-run.
   constexpr std::uint32_t kReferenceMaxSide = 256;
   if (side <= kReferenceMaxSide) {
-    wator::Reference reference(side, side, options.seed, rules);
-    for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
+    const auto reference =
+        soaheap_app::reference_after<wator::Reference>(options.iterations, side, side, options.seed, rules);
     for (std::uint64_t i = 0; i < n; ++i) {
       const wator::ReferenceCell& want = reference.cells()[i];
       const bool occupied = kinds[i] != wator::kEmpty;
