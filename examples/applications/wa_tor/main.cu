@@ -66,25 +66,11 @@ class Agent : public soaheap::Object<Agent> {
   /// Requests the neighbour the move rule (rules.cuh) chooses, or none.
   template <class KindOf>
   SOAHEAP_HD void post_request(std::uint8_t mover, std::uint64_t seed, std::uint64_t iteration, const KindOf& kind_of) {
-    Cell* here = position;
-    const std::uint32_t me = location;
-    const int direction = choose_direction(mover, seed, iteration, me, kind_of);
-    if (direction < 0) {
-      target = nullptr;
-      return;
-    }
-    Cell* chosen = here->neighbours[direction];
-    target = chosen;
-    atomic_max(chosen->request_address(), move_priority(mover, seed, iteration, me));
+    post_move_request<Cell>(*this, mover, seed, iteration, kind_of);
   }
 
   /// Whether this agent's request for `target` won.
-  SOAHEAP_HD bool won_target() const {
-    Cell* wanted = target;
-    if (wanted == nullptr) return false;
-    return static_cast<std::uint32_t>(static_cast<std::uint64_t>(wanted->request) & 0xffffffffULL) ==
-           static_cast<std::uint32_t>(location);
-  }
+  SOAHEAP_HD bool won_target() const { return won_move_request<Cell>(*this); }
 };
 
 template <class T, class View, class Pointer>

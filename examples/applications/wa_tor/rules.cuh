@@ -91,6 +91,33 @@ SOAHEAP_HD inline std::uint64_t move_priority(std::uint8_t mover, std::uint64_t 
   return request_key(seed, iteration, mover == kFish ? kSaltFishPriority : kSaltSharkPriority, me);
 }
 
+/// @brief The move request of @p agent (an Agent of wa_tor or of its multi-rank port, on cells of
+///        type Cell): its target becomes the neighbour the move rule chooses, whose request it
+///        raises to the agent's priority, or nullptr when the agent stays.
+template <class Cell, class Agent, class KindOf>
+SOAHEAP_HD void post_move_request(Agent& agent, std::uint8_t mover, std::uint64_t seed, std::uint64_t iteration,
+                                  const KindOf& kind_of) {
+  Cell* here = agent.position;
+  const std::uint32_t me = agent.location;
+  const int direction = choose_direction(mover, seed, iteration, me, kind_of);
+  if (direction < 0) {
+    agent.target = nullptr;
+    return;
+  }
+  Cell* chosen = here->neighbours[direction];
+  agent.target = chosen;
+  atomic_max(chosen->request_address(), move_priority(mover, seed, iteration, me));
+}
+
+/// @brief Whether @p agent's request for its target won: the target's request carries the winner's location.
+template <class Cell, class Agent>
+SOAHEAP_HD bool won_move_request(const Agent& agent) {
+  Cell* wanted = agent.target;
+  if (wanted == nullptr) return false;
+  return static_cast<std::uint32_t>(static_cast<std::uint64_t>(wanted->request) & 0xffffffffULL) ==
+         static_cast<std::uint32_t>(agent.location);
+}
+
 // ---- sequential host reference with the same rules ------------------------------------------------
 
 struct ReferenceCell {

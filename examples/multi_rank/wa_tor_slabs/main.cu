@@ -23,6 +23,7 @@
 // process, any number per GPU or none (mpirun -np N wa_tor_slabs --transport mpi); `--transport
 // nccl`: one rank per MPI process and GPU, when built with NCCL and MPI.
 
+#include "examples/common/model.cuh"
 #include "examples/common/ranks.cuh"
 #include "examples/applications/wa_tor/rules.cuh"
 
@@ -90,23 +91,10 @@ class Agent : public soaheap::Object<Agent> {
   /// with the kinds their owners sent.
   SOAHEAP_HD void post_request(std::uint8_t mover, std::uint64_t seed, std::uint64_t iteration) {
     Cell* here = position;
-    const std::uint32_t me = location;
-    const int direction =
-        choose_direction(mover, seed, iteration, me, [&](int d) { return here->neighbours[d]->occupant_kind(); });
-    if (direction < 0) {
-      target = nullptr;
-      return;
-    }
-    Cell* chosen = here->neighbours[direction];
-    target = chosen;
-    atomic_max(chosen->request_address(), move_priority(mover, seed, iteration, me));
+    post_move_request<Cell>(*this, mover, seed, iteration,
+                            [&](int d) { return here->neighbours[d]->occupant_kind(); });
   }
-  SOAHEAP_HD bool won_target() const {
-    Cell* wanted = target;
-    if (wanted == nullptr) return false;
-    return static_cast<std::uint32_t>(static_cast<std::uint64_t>(wanted->request) & 0xffffffffULL) ==
-           static_cast<std::uint32_t>(location);
-  }
+  SOAHEAP_HD bool won_target() const { return won_move_request<Cell>(*this); }
 };
 
 /// After a migration: an agent its cell does not know yet has just arrived; it takes the cell (a
@@ -507,8 +495,8 @@ class Rank {
 
 /// Cells whose gathered state differs from the reference's.
 std::uint64_t compare(const Options& options, const std::vector<std::uint64_t>& state) {
-  Reference reference(options.side, options.side, options.seed, options.rules);
-  for (int it = 0; it < options.iterations; ++it) reference.step(static_cast<std::uint64_t>(it));
+  const auto reference = soaheap_app::reference_after<Reference>(options.iterations, options.side, options.side,
+                                                                 options.seed, options.rules);
   std::uint64_t mismatches = 0;
   for (std::size_t i = 0; i < state.size(); ++i) {
     const ReferenceCell& want = reference.cells()[i];
