@@ -36,23 +36,24 @@ inline constexpr std::uint64_t kListValuesPerThread = 8;
 /// A workload uses at most this share of the heap (the rest absorbs size-class rounding).
 inline constexpr double kMaxHeapShare = 0.6;
 
-/// The heap's one managed class: 64 bytes, so blocks hold 4 KiB and untyped chunks run 64 B .. 4 KiB.
-class Record : public soaheap::Object<Record> {
- public:
-  using FieldTypes = soaheap::fields<soaheap::array<std::uint64_t, 8>>;
-  static constexpr const char* kName = "Record";
-  soaheap::Field<Record, 0> values;
-};
-using BenchHeap = soaheap::Heap<Record>;
+/// Words of the benchmark's two classes (below).
+inline constexpr int kRecordValues = 8;
+inline constexpr int kWideRecordValues = 32;
 
-/// A 256-byte class: 16 KiB blocks, for the utilization measurement with larger blocks (with one
-/// size class per block, requests between half a block and a block take a whole block).
-class WideRecord : public soaheap::Object<WideRecord> {
+/// A managed class of @p kValues 64-bit words. Record (8 words, 64 bytes) is the heap's one class:
+/// blocks hold 4 KiB and untyped chunks run 64 B .. 4 KiB. WideRecord (32 words, 256 bytes: 16 KiB
+/// blocks) is for the utilization measurement with larger blocks (with one size class per block,
+/// requests between half a block and a block take a whole block).
+template <int kValues>
+class RecordOf : public soaheap::Object<RecordOf<kValues>> {
  public:
-  using FieldTypes = soaheap::fields<soaheap::array<std::uint64_t, 32>>;
-  static constexpr const char* kName = "WideRecord";
-  soaheap::Field<WideRecord, 0> values;
+  using FieldTypes = soaheap::fields<soaheap::array<std::uint64_t, kValues>>;
+  static constexpr const char* kName = kValues == kRecordValues ? "Record" : "WideRecord";
+  soaheap::Field<RecordOf, 0> values;
 };
+using Record = RecordOf<kRecordValues>;
+using WideRecord = RecordOf<kWideRecordValues>;
+using BenchHeap = soaheap::Heap<Record>;
 using WideHeap = soaheap::Heap<WideRecord>;
 using View = BenchHeap::View;
 using List = soaheap::DeviceList<std::uint64_t, BenchHeap>;
