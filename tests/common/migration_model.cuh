@@ -1,7 +1,8 @@
 #pragma once
 // The model of the migration tests (migrate_suite.inc on in-process ranks, migrate_nccl_test.cu
-// over NCCL): an abstract Agent with a translated Cell pointer and an untranslatable partner
-// pointer, two concrete subclasses of different sizes, and a rank's heap with its cells.
+// over NCCL, migrate_mpi_test.cu over MPI): an abstract Agent with a translated Cell pointer and an
+// untranslatable partner pointer, two concrete subclasses of different sizes, a rank's heap with
+// its cells, and the check that every agent arrived once where it was sent.
 
 #include "tests/common/backend_fixture.cuh"
 
@@ -196,5 +197,29 @@ class RankHeap {
   std::vector<Cell*> host_table_;
   std::uint32_t cell_count_;
 };
+
+/// After @p rounds rounds of RandomRank over @p transport: every one of the @p total agents is on
+/// exactly one rank, the one the last round chose, with its fields and its cell (of @p cells)
+/// intact. Sums over all ranks, so every rank reaches the same verdict.
+inline void expect_agents_where_the_last_round_sent_them(const RankHeap& rank_heap, dist::Transport& transport,
+                                                         int rounds, std::uint32_t cells, std::uint64_t total) {
+  const int rank = transport.rank();
+  std::map<std::uint64_t, Seen> seen;
+  std::vector<std::uint64_t> duplicates;
+  rank_heap.collect(rank, seen, duplicates);
+  std::uint64_t wrong = 0, id_sum = 0;
+  const RandomRank last_round{static_cast<std::uint64_t>(rounds - 1), transport.size()};
+  for (const auto& [id, entry] : seen) {
+    const int expected = static_cast<int>(mix(id ^ (last_round.round << 40)) % static_cast<std::uint64_t>(last_round.ranks));
+    if (expected != rank || !entry.fields_ok || entry.cell != id % cells) ++wrong;
+    id_sum += id;
+  }
+  std::uint64_t sums[4] = {seen.size(), duplicates.size(), wrong, id_sum};
+  transport.all_reduce_sum(sums, 4);
+  EXPECT_EQ(sums[0], total);
+  EXPECT_EQ(sums[1], 0u);
+  EXPECT_EQ(sums[2], 0u) << "agents on the wrong rank, with wrong fields or a wrong cell";
+  EXPECT_EQ(sums[3], total * (total - 1) / 2);
+}
 
 }  // namespace soaheap_test::migration

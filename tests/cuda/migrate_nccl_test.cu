@@ -38,22 +38,7 @@ TEST(MigrateOverNccl, RandomDestinationsOverManyRoundsLoseAndDuplicateNothing) {
     ASSERT_EQ(sums[0], total) << "round " << round;
     ASSERT_EQ(sums[1], sums[2]) << "round " << round << ": sent and received differ";
   }
-  // Each rank checks its own agents; the sums say whether all are there exactly once.
-  std::map<std::uint64_t, Seen> seen;
-  std::vector<std::uint64_t> duplicates;
-  rank_heap.collect(rank, seen, duplicates);
-  std::uint64_t wrong = 0, id_sum = 0;
-  for (const auto& [id, entry] : seen) {
-    const int expected = static_cast<int>(mix(id ^ (static_cast<std::uint64_t>(kRounds - 1) << 40)) % ranks);
-    if (expected != rank || !entry.fields_ok || entry.cell != id % kCells) ++wrong;
-    id_sum += id;
-  }
-  std::uint64_t sums[4] = {seen.size(), duplicates.size(), wrong, id_sum};
-  transport->all_reduce_sum(sums, 4);
-  EXPECT_EQ(sums[0], total);
-  EXPECT_EQ(sums[1], 0u);
-  EXPECT_EQ(sums[2], 0u) << "agents on the wrong rank, with wrong fields or a wrong cell";
-  EXPECT_EQ(sums[3], total * (total - 1) / 2);
+  expect_agents_where_the_last_round_sent_them(rank_heap, *transport, kRounds, kCells, total);
 }
 
 TEST(MigrateOverNccl, AnUntranslatedPointerKeepsItsObjectHomeOnEveryRank) {
