@@ -1,0 +1,110 @@
+// ReservedRange on the host backend: addresses reserved without memory, chunks committed and
+// released one by one, the released pages really given back (mincore), bad chunk numbers refused.
+
+#include <soaheap/core/detail/reserved_range.cuh>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace {
+
+using soaheap::Backend;
+using soaheap::detail::ReservedRange;
+
+/// Pages of [address, address + bytes) that are resident in memory now.
+std::uint64_t resident_pages(const void* address, std::uint64_t bytes) {
+  const std::uint64_t page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> flags((bytes + page - 1) / page);
+  if (mincore(const_cast<void*>(address), bytes, flags.data()) != 0) return ~std::uint64_t{0};
+  std::uint64_t resident = 0;
+  for (unsigned char flag : flags) resident += flag & 1u;
+  return resident;
+}
+
+TEST(ReservedRange, ReservesAddressesWithoutMemoryAndRoundsChunksToPages) {
+  const std::uint64_t page = ReservedRange::granularity(Backend::host);
+  ReservedRange range(Backend::host, std::uint64_t{4} << 30, page + 1);  // 4 GiB of addresses
+  EXPECT_EQ(range.chunk_bytes(), 2 * page);
+  EXPECT_EQ(range.chunk_count(), (std::uint64_t{4} << 30) / (2 * page));
+  EXPECT_EQ(range.reserved_bytes(), range.chunk_count() * range.chunk_bytes());
+  EXPECT_EQ(range.committed_bytes(), 0u);
+  EXPECT_EQ(resident_pages(range.base(), range.reserved_bytes()), 0u);
+}
+
+TEST(ReservedRange, ACommittedChunkHoldsDataAndItsNeighboursStayUncommitted) {
+  ReservedRange range(Backend::host, std::uint64_t{1} << 26, std::uint64_t{1} << 16);
+  ASSERT_TRUE(range.commit(3));
+  ASSERT_TRUE(range.commit(3));  // committing twice changes nothing
+  EXPECT_TRUE(range.is_committed(3));
+  EXPECT_FALSE(range.is_committed(2));
+  EXPECT_FALSE(range.is_committed(4));
+  EXPECT_EQ(range.committed_bytes(), range.chunk_bytes());
+  auto* chunk = static_cast<std::uint64_t*>(range.base()) + 3 * range.chunk_bytes() / sizeof(std::uint64_t);
+  const std::uint64_t words = range.chunk_bytes() / sizeof(std::uint64_t);
+  for (std::uint64_t i = 0; i < words; ++i) chunk[i] = i * 0x9e3779b97f4a7c15ull;
+  for (std::uint64_t i = 0; i < words; ++i) ASSERT_EQ(chunk[i], i * 0x9e3779b97f4a7c15ull) << "word " << i;
+  EXPECT_EQ(resident_pages(chunk, range.chunk_bytes()), range.chunk_bytes() / ReservedRange::granularity(Backend::host));
+}
+
+TEST(ReservedRange, ReleaseGivesThePagesBackAndTheChunkCanBeCommittedAgain) {
+  ReservedRange range(Backend::host, std::uint64_t{1} << 24, std::uint64_t{1} << 16);
+  for (std::uint64_t chunk = 0; chunk < 4; ++chunk) ASSERT_TRUE(range.commit(chunk));
+  std::memset(range.base(), 0xab, 4 * range.chunk_bytes());
+  char* second = static_cast<char*>(range.base()) + range.chunk_bytes();
+  ASSERT_GT(resident_pages(second, range.chunk_bytes()), 0u);
+  range.release(1);
+  EXPECT_FALSE(range.is_committed(1));
+  EXPECT_EQ(range.committed_bytes(), 3 * range.chunk_bytes());
+  EXPECT_EQ(resident_pages(second, range.chunk_bytes()), 0u) << "released pages must leave memory";
+  // The chunks around it keep their data.
+  EXPECT_EQ(static_cast<unsigned char>(static_cast<char*>(range.base())[range.chunk_bytes() - 1]), 0xabu);
+  EXPECT_EQ(static_cast<unsigned char>(second[range.chunk_bytes()]), 0xabu);
+  range.release(1);  // releasing twice changes nothing
+  ASSERT_TRUE(range.commit(1));
+  second[0] = 7;
+  EXPECT_EQ(second[0], 7);
+  EXPECT_EQ(range.committed_bytes(), 4 * range.chunk_bytes());
+}
+
+TEST(ReservedRange, BadSizesAndChunkNumbersAreRefusedNamingTheValues) {
+  try {
+    ReservedRange range(Backend::host, 0, 4096);
+    FAIL() << "a range of 0 bytes was accepted";
+  } catch (const soaheap::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("bytes=0"), std::string::npos) << error.what();
+  }
+  ReservedRange range(Backend::host, std::uint64_t{1} << 20, std::uint64_t{1} << 16);
+  try {
+    range.commit(16);
+    FAIL() << "chunk 16 of 16 was committed";
+  } catch (const soaheap::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("chunk 16 of a range of 16 chunks"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(range.release(99), soaheap::invalid_argument);
+  EXPECT_EQ(range.committed_bytes(), 0u);
+}
+
+TEST(ReservedRange, MovingARangeMovesItsChunksAndFreesTheAddressesOnce) {
+  ReservedRange first(Backend::host, std::uint64_t{1} << 20, std::uint64_t{1} << 16);
+  ASSERT_TRUE(first.commit(0));
+  static_cast<char*>(first.base())[0] = 42;
+  void* const base = first.base();
+  ReservedRange second(std::move(first));
+  EXPECT_EQ(first.base(), nullptr);
+  EXPECT_EQ(first.chunk_count(), 0u);
+  EXPECT_EQ(second.base(), base);
+  EXPECT_TRUE(second.is_committed(0));
+  EXPECT_EQ(static_cast<char*>(second.base())[0], 42);
+  ReservedRange third;
+  third = std::move(second);
+  EXPECT_EQ(third.base(), base);
+  EXPECT_EQ(third.committed_bytes(), third.chunk_bytes());
+}
+
+}  // namespace
