@@ -12,7 +12,11 @@ build="${SOAHEAP_BUILD_DIR:-$root/build}"
 check_only=ON
 optimize=(-DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG")
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q "GPU [0-9]"; then check_only=OFF; optimize=(); fi
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSOAHEAP_WERROR=ON -DSOAHEAP_CUDA_CHECK_ONLY="$check_only" \
+# Ninja schedules the build's long translation units better than make (decision 025); a build
+# folder configured earlier keeps its generator.
+generator=()
+[ -f "$build/CMakeCache.txt" ] || generator=(-G Ninja)
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSOAHEAP_WERROR=ON -DSOAHEAP_CUDA_CHECK_ONLY="$check_only" \
       "${optimize[@]}" "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" -j"$(nproc)" --output-on-failure

@@ -1,0 +1,289 @@
+#pragma once
+/// @file detail/untyped_allocator.cuh
+/// @brief The algorithms behind `soaheap::malloc` / `soaheap::free` (untyped_memory.cuh).
+///
+/// Requests up to one block are rounded to a size class (untyped_layout.cuh); a block of untyped
+/// memory holds chunks of one class, found through the class's own allocated/active bitmaps and
+/// reserved in the block's 64-bit allocation bitmap exactly as object slots are, by the one
+/// reservation core (detail/slot_reservation.cuh). Larger requests take a run of contiguous free
+/// blocks (detail/block_runs.cuh); their data segments are contiguous because block headers live in
+/// a table of their own.
+
+#include <soaheap/base/portability.cuh>
+#include <soaheap/core/backend.cuh>
+#include <soaheap/core/bitmap.cuh>
+#include <soaheap/core/detail/block_runs.cuh>
+#include <soaheap/core/errors.hpp>
+#include <soaheap/core/heap_view.cuh>
+#include <soaheap/core/thread_pool.hpp>
+#include <soaheap/core/untyped_layout.cuh>
+
+#include <cstdint>
+
+namespace soaheap::detail {
+
+/// Class field of recorded untyped errors (no managed class has it).
+inline constexpr int kUntypedErrorClass = 0xfe;
+/// Largest value the 48-bit block field of a recorded error can carry (sizes beyond it are clamped).
+inline constexpr std::uint64_t kMaxErrorPayload = (std::uint64_t{1} << 48) - 1;
+
+/// The untyped-memory algorithms over a heap's internals (HeapInternals).
+template <class View>
+struct Untyped {
+  using Layout = typename View::Untyped;
+  static constexpr std::uint64_t kBlockBytes = Layout::kBlockBytes;
+
+  // ---- bitmaps -------------------------------------------------------------------------------------
+  SOAHEAP_HD static BitmapView allocated(const View& view, int size_class) {
+    return view.untyped_class(size_class).allocated;
+  }
+  SOAHEAP_HD static BitmapView active(const View& view, int size_class) { return view.untyped_class(size_class).active; }
+  /// Every block that belongs to a run.
+  SOAHEAP_HD static BitmapView run_blocks(const View& view) { return view.untyped_run_blocks(); }
+
+  SOAHEAP_HD static void record(const View& view, HeapErrorKind kind, std::uint64_t payload) {
+    view.record_error(kind, kUntypedErrorClass, payload < kMaxErrorPayload ? payload : kMaxErrorPayload);
+  }
+
+  // ---- runs of blocks (detail/block_runs.cuh finds and claims them) -------------------------------
+  SOAHEAP_HD static void* allocate_run(const View& view, std::uint64_t bytes, std::uint32_t seed) {
+    const std::uint64_t length = (bytes + kBlockBytes - 1) / kBlockBytes;
+    if (length > view.block_count) {
+      record(view, HeapErrorKind::untyped_out_of_memory, bytes);
+      return nullptr;
+    }
+    const std::uint64_t words = view.bitmap_shape.level_words[0];
+    int rounds_without_run = 0;
+    for (int round = 0; round < kMaxAllocationRounds; ++round) {
+      atomic_fetch_add(&view.state->blocks_in_transit, 1);  // claimed bits may be given back
+      // Runs of a word's worth of blocks or more are placed first-fit from the heap's start, which
+      // keeps the remaining free space in few large holes (placing them anywhere soon leaves no hole
+      // for the next large request); shorter runs start at a random word to spread contention.
+      const std::uint64_t start = length >= 64 ? 0 : mix_seed(seed + static_cast<std::uint32_t>(round)) % words;
+      const std::uint64_t first = find_run(view, length, start);
+      if (first != BitmapView::kNotFound && claim_run(view, first, length)) {
+        start_run(view, first, length);
+        atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});
+        // The heap's count of blocks in use and its peak, for the whole run at once.
+        atomic_max(&view.state->peak_allocated_blocks, atomic_fetch_add(&view.state->allocated_blocks, length) + length);
+        return reinterpret_cast<void*>(view.data_address(first));
+      }
+      atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});
+      if (first == BitmapView::kNotFound && out_of_memory_stands(view, rounds_without_run)) break;
+    }
+    record(view, HeapErrorKind::untyped_out_of_memory, bytes);
+    return nullptr;
+  }
+
+  /// Marks a claimed run in the headers and the run bitmap. Its blocks keep the invalidated
+  /// allocation bitmap they had while free, so a stale object reservation can never take a slot.
+  SOAHEAP_HD static void start_run(const View& view, std::uint64_t first, std::uint64_t length) {
+    for (std::uint64_t block = first; block < first + length; ++block) {
+      BlockHeader& header = view.headers[block];
+      atomic_store(&header.iteration, block == first ? length : first);
+      atomic_store(&header.class_id, block == first ? kUntypedRunHeadId : kUntypedRunBodyId);
+    }
+    memory_fence();
+    const BitmapView runs = run_blocks(view);
+    for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w) runs.set_in_word(w, run_mask(w, first, length));
+  }
+
+  /// Frees the run that starts at @p first; false when it is no live run head (double free).
+  SOAHEAP_HD static bool free_run(const View& view, std::uint64_t first) {
+    BlockHeader& header = view.headers[first];
+    // One compare-and-swap decides which of two concurrent frees of the same run wins.
+    if (atomic_cas32(&header.class_id, kUntypedRunHeadId, kUntypedRunFreedId) != kUntypedRunHeadId) return false;
+    const std::uint64_t length = atomic_load(&header.iteration);
+    const BitmapView runs = run_blocks(view);
+    const BitmapView free_bits = view.free_blocks();
+    for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w) runs.clear_in_word(w, run_mask(w, first, length));
+    atomic_fetch_add(&view.state->allocated_blocks, ~length + 1);  // -length
+    memory_fence();
+    for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w)
+      free_bits.set_in_word(w, run_mask(w, first, length));
+    return true;
+  }
+
+  // ---- the entry points -------------------------------------------------------------------------
+  /// Size class of a request, Layout::kClassCount for a run, or -1 for a bad alignment.
+  SOAHEAP_HD static int route(std::uint64_t bytes, std::uint64_t alignment) {
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > kMaxUntypedAlignment) return -1;
+    if (alignment < kUntypedAlignment) alignment = kUntypedAlignment;
+    const int size_class = Layout::size_class_for(bytes, alignment);
+    return size_class >= 0 ? size_class : Layout::kClassCount;
+  }
+
+  /// A chunk of @p size_class for one thread's request of @p bytes: the host backend's path (rank -1).
+  SOAHEAP_HD static void* allocate_chunk(const View& view, std::uint64_t bytes, int size_class, std::uint32_t seed) {
+    const Reservation reservation = reserve(view, view.untyped_class(size_class), 1, seed);
+    if (reservation.slots == 0) {
+      // Starvation too: the payload must carry the size, and the message covers contention.
+      record(view, HeapErrorKind::untyped_out_of_memory, bytes);
+      return nullptr;
+    }
+    return chunk_address(view, reservation.block, size_class, lowest_set_bit(reservation.slots));
+  }
+
+  SOAHEAP_HD static void* chunk_address(const View& view, std::uint64_t block, int size_class, int chunk) {
+    return reinterpret_cast<void*>(view.data_address(block) +
+                                   static_cast<std::uint64_t>(chunk) * Layout::chunk_bytes(size_class));
+  }
+
+  SOAHEAP_HD static void* allocate(const View& view, std::uint64_t bytes, std::uint64_t alignment) {
+    const int route_class = route(bytes, alignment);
+    if (route_class < 0) {
+      record(view, HeapErrorKind::invalid_alignment, alignment);
+      return nullptr;
+    }
+#if SOAHEAP_DEVICE_CODE
+    return allocate_in_warp(view, bytes, route_class);
+#else
+    if (bytes == 0) return nullptr;
+    const std::uint32_t seed =
+        mix_seed((std::uint64_t{ThreadPool::current_worker()} << 32) ^ next_host_seed());
+    void* result = route_class == Layout::kClassCount ? allocate_run(view, bytes, seed)
+                                                      : allocate_chunk(view, bytes, route_class, seed);
+    count_allocations(view, result != nullptr ? 1 : 0, result != nullptr ? bytes : 0, result != nullptr ? 0 : 1);
+    return result;
+#endif
+  }
+
+  SOAHEAP_HD static void count_allocations(const View& view, std::uint64_t successes, std::uint64_t bytes,
+                                           std::uint64_t failures) {
+    UntypedCounters& counters = view.state->untyped;
+    if (successes != 0) atomic_fetch_add(&counters.allocations, successes);
+    if (bytes != 0) atomic_fetch_add(&counters.bytes_requested, bytes);
+    if (failures != 0) atomic_fetch_add(&counters.failures, failures);
+  }
+
+  /// soaheap::free: a chunk goes back to its block through the reservation core (a converged whole
+  /// warp releases the chunks of one block with one atomic), a run head frees its run.
+  SOAHEAP_HD static void deallocate(const View& view, void* pointer) {
+#if SOAHEAP_DEVICE_CODE
+    // Every lane stays to the end (no early return), so a warp converged here is still whole at
+    // the release below.
+    const bool converged = whole_warp_converged();
+    if (converged) {
+      const std::uint64_t frees = whole_warp_sum(pointer != nullptr ? 1 : 0);
+      if (lane_id() == 0 && frees != 0) atomic_fetch_add(&view.state->untyped.frees, frees);
+    } else if (pointer != nullptr) {
+      atomic_fetch_add(&view.state->untyped.frees, 1);
+    }
+#else
+    if (pointer == nullptr) return;
+    atomic_fetch_add(&view.state->untyped.frees, 1);
+#endif
+    const auto address = reinterpret_cast<std::uint64_t>(pointer);
+    int size_class = -1;
+    int chunk = -1;
+    const std::uint64_t block = pointer != nullptr ? chunk_of(view, address, size_class, chunk) : BitmapView::kNotFound;
+    release_fence();  // the chunk's data stores are visible before the chunk is free again
+    bool released = true;
+#if SOAHEAP_DEVICE_CODE
+    if (converged) {
+      // Lanes without a chunk to release take part with kNotFound (their slot class is unused).
+      released = release_for_whole_warp(view, view.untyped_class(size_class >= 0 ? size_class : 0), block, chunk);
+    } else
+#endif
+    if (block != BitmapView::kNotFound) {
+      released = release_in_block(view, view.untyped_class(size_class), block, std::uint64_t{1} << chunk);
+    }
+    if (!released) record(view, HeapErrorKind::free_of_unallocated_memory, address);
+  }
+
+  /// The block and chunk of @p address when it is a chunk of a size class (their release is left to
+  /// the caller); kNotFound otherwise, after freeing a run that starts at @p address or recording
+  /// why @p address cannot be freed.
+  SOAHEAP_HD static std::uint64_t chunk_of(const View& view, std::uint64_t address, int& size_class, int& chunk) {
+    if (address < view.data_base || address >= view.data_address(view.block_count)) {
+      record(view, HeapErrorKind::free_of_foreign_pointer, address);
+      return BitmapView::kNotFound;
+    }
+    const std::uint64_t block = (address - view.data_base) / kBlockBytes;
+    const std::uint64_t offset = (address - view.data_base) % kBlockBytes;
+    const std::uint32_t block_class = atomic_load(&view.headers[block].class_id);
+    const int found_class = Layout::size_class_of_id(block_class);
+    if (found_class >= 0) {
+      const std::uint64_t index = offset / Layout::chunk_bytes(found_class);
+      if (offset % Layout::chunk_bytes(found_class) != 0 || index >= static_cast<std::uint64_t>(Layout::capacity(found_class))) {
+        record(view, HeapErrorKind::free_of_foreign_pointer, address);
+        return BitmapView::kNotFound;
+      }
+#ifdef SOAHEAP_CHECKED
+      if (!allocated(view, found_class).get(block)) {
+        record(view, HeapErrorKind::free_of_unallocated_memory, address);
+        return BitmapView::kNotFound;
+      }
+#endif
+      size_class = found_class;
+      chunk = static_cast<int>(index);
+      return block;
+    }
+    if (offset == 0 && (block_class == kUntypedRunHeadId || block_class == kUntypedRunFreedId)) {
+      release_fence();
+      if (!free_run(view, block)) record(view, HeapErrorKind::free_of_unallocated_memory, address);
+      return BitmapView::kNotFound;
+    }
+    // Inside a run, an object block, or a free block that never held untyped memory.
+    record(view, block_class == kUntypedRunBodyId || view.free_blocks().get(block)
+                     ? HeapErrorKind::free_of_unallocated_memory
+                     : HeapErrorKind::free_of_foreign_pointer,
+           address);
+    return BitmapView::kNotFound;
+  }
+
+ private:
+#if SOAHEAP_DEVICE_CODE
+  /// Chunks go through the reservation core's reserve_in_warp when the whole warp is converged and
+  /// its requests share one size class (one lane may then reserve for all); otherwise, and for
+  /// runs, every lane serves itself.
+  __device__ static void* allocate_in_warp(const View& view, std::uint64_t bytes, int route_class) {
+    // Zero-byte requests get nullptr without an error, like a run of their own.
+    const unsigned label = bytes == 0 ? static_cast<unsigned>(Layout::kClassCount) + 1 : static_cast<unsigned>(route_class);
+    const bool converged = whole_warp_converged();
+    int one_label = 0;
+    if (converged) __match_all_sync(kFullWarp, label, &one_label);
+    const unsigned lanes = __activemask();
+    std::uint64_t pointer = 0;
+    if (bytes != 0 && route_class < Layout::kClassCount) {
+      const SlotClass slot_class = view.untyped_class(route_class);
+      const LaneSlot slot = one_label ? reserve_in_warp(view, slot_class, true, static_cast<std::uint64_t>(route_class))
+                                      : reserve_for_lane(view, slot_class, lanes, static_cast<std::uint64_t>(route_class));
+      if (slot.slot >= 0) pointer = reinterpret_cast<std::uint64_t>(chunk_address(view, slot.block, route_class, slot.slot));
+      else record(view, HeapErrorKind::untyped_out_of_memory, bytes);
+    } else if (bytes != 0) {
+      // Lanes of one warp share the seed: their runs start their scans apart by rank.
+      const int rank = popcount(lanes & lanes_below());
+      const std::uint32_t seed = warp_seed((std::uint64_t{lanes} << 32) ^ Layout::kClassCount) + static_cast<std::uint32_t>(rank) * 0x9e3779b9u;
+      pointer = reinterpret_cast<std::uint64_t>(allocate_run(view, bytes, seed));
+    }
+    const std::uint64_t succeeded = pointer != 0 ? 1 : 0;
+    const std::uint64_t failed = bytes != 0 && pointer == 0 ? 1 : 0;
+    if (converged) {  // every lane of the warp is here: count with one atomic per counter
+      const std::uint64_t successes = whole_warp_sum(succeeded);
+      const std::uint64_t requested = whole_warp_sum(succeeded * bytes);
+      const std::uint64_t failures = whole_warp_sum(failed);
+      if (lane_id() == 0) count_allocations(view, successes, requested, failures);
+    } else {
+      count_allocations(view, succeeded, succeeded * bytes, failed);
+    }
+    return reinterpret_cast<void*>(pointer);
+  }
+#else
+  static std::uint64_t next_host_seed() {
+    static thread_local std::uint64_t counter = 0;
+    return ++counter;
+  }
+#endif
+
+  SOAHEAP_HD static std::uint32_t atomic_cas32(std::uint32_t* address, std::uint32_t expected, std::uint32_t desired) {
+#if SOAHEAP_DEVICE_CODE
+    return atomicCAS(reinterpret_cast<unsigned int*>(address), expected, desired);
+#else
+    __atomic_compare_exchange_n(address, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return expected;
+#endif
+  }
+};
+
+}  // namespace soaheap::detail

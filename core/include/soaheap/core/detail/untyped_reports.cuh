@@ -1,0 +1,119 @@
+#pragma once
+/// @file detail/untyped_reports.cuh
+/// @brief What the host learns about untyped memory: heap.stats()'s untyped part and the
+///        exceptions for the errors that malloc and free record in kernels.
+
+#include <soaheap/core/detail/executor.cuh>
+#include <soaheap/core/detail/untyped_allocator.cuh>
+#include <soaheap/core/errors.hpp>
+#include <soaheap/core/memory.cuh>
+#include <soaheap/core/untyped_stats.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace soaheap::detail {
+
+/// Per 256 blocks: per size class blocks, used chunks and active blocks; then run heads and run blocks.
+template <class View>
+struct UntypedStatisticsKernel {
+  using Layout = typename View::Untyped;
+  static constexpr std::uint64_t kBlocksPerThread = 256;
+  static constexpr int kCounters = 3 * Layout::kClassCount + 2;
+  View view;
+  std::uint64_t* counters;
+  SOAHEAP_HD void operator()(std::uint64_t chunk) const {
+    std::uint64_t local[kCounters] = {};
+    const std::uint64_t begin = chunk * kBlocksPerThread;
+    const std::uint64_t end = begin + kBlocksPerThread < view.block_count ? begin + kBlocksPerThread : view.block_count;
+    const BitmapView runs = Untyped<View>::run_blocks(view);
+    for (std::uint64_t block = begin; block < end; ++block) {
+      if (runs.get(block)) {
+        local[3 * Layout::kClassCount + 1] += 1;
+        if (atomic_load(&view.headers[block].class_id) == kUntypedRunHeadId) local[3 * Layout::kClassCount] += 1;
+        continue;
+      }
+      const int k = Layout::size_class_of_id(atomic_load(&view.headers[block].class_id));
+      if (k < 0 || !Untyped<View>::allocated(view, k).get(block)) continue;
+      local[3 * k] += 1;
+      local[3 * k + 1] += popcount(atomic_load(&view.headers[block].allocation) & Layout::full_mask(k));
+      local[3 * k + 2] += Untyped<View>::active(view, k).get(block) ? 1 : 0;
+    }
+    for (int c = 0; c < kCounters; ++c)
+      if (local[c] != 0) atomic_fetch_add(&counters[c], local[c]);
+  }
+};
+
+/// True for the error kinds that soaheap::malloc / soaheap::free record.
+inline bool is_untyped_error(HeapErrorKind kind) {
+  return kind == HeapErrorKind::untyped_out_of_memory || kind == HeapErrorKind::free_of_unallocated_memory ||
+         kind == HeapErrorKind::free_of_foreign_pointer || kind == HeapErrorKind::invalid_alignment;
+}
+
+/// Throws the exception for an untyped error that a kernel recorded (@p payload: the requested size,
+/// the freed address or the alignment).
+[[noreturn]] inline void throw_untyped_error(HeapErrorKind kind, std::uint64_t payload, std::uint64_t block_count,
+                                             std::uint64_t heap_bytes, std::uint64_t block_bytes) {
+  std::ostringstream message;
+  message << "soaheap: ";
+  switch (kind) {
+    case HeapErrorKind::untyped_out_of_memory:
+      message << "out of memory in soaheap::malloc of " << payload << " bytes"
+              << (payload > block_bytes ? " (" + std::to_string((payload + block_bytes - 1) / block_bytes) +
+                                              " contiguous blocks)"
+                                        : std::string())
+              << ": the " << heap_bytes << "-byte heap of " << block_count << " blocks of " << block_bytes
+              << " bytes has no room for it; malloc returned nullptr. Free memory or create a larger heap";
+      throw out_of_memory(message.str());
+    case HeapErrorKind::free_of_unallocated_memory:
+      message << "soaheap::free of 0x" << std::hex << payload << std::dec
+              << ", which is not allocated (freed twice, or inside a larger allocation)";
+      throw usage_error(message.str());
+    case HeapErrorKind::free_of_foreign_pointer:
+      message << "soaheap::free of 0x" << std::hex << payload << std::dec
+              << ", which soaheap::malloc of this heap did not return";
+      throw usage_error(message.str());
+    default:
+      message << "soaheap::malloc_aligned with alignment " << payload << ": it must be a power of two up to "
+              << kMaxUntypedAlignment;
+      throw invalid_argument(message.str());
+  }
+}
+
+/// heap.stats()'s untyped part: one kernel over the headers, plus the cumulative counters.
+template <class View>
+UntypedStats collect_untyped_stats(const Executor& executor, const View& view, const Memory& runtime_state) {
+  using Kernel = UntypedStatisticsKernel<View>;
+  using Layout = typename View::Untyped;
+  Memory counters(executor.backend, Kernel::kCounters * sizeof(std::uint64_t));
+  counters.fill_zero();
+  executor.run((view.block_count + Kernel::kBlocksPerThread - 1) / Kernel::kBlocksPerThread,
+               Kernel{view, counters.as<std::uint64_t>()});
+  std::vector<std::uint64_t> values(Kernel::kCounters);
+  counters.copy_to_host(values.data(), 0, values.size() * sizeof(std::uint64_t));
+  UntypedCounters totals{};
+  runtime_state.copy_to_host(&totals, offsetof(HeapRuntimeState, untyped), sizeof(totals));
+  UntypedStats stats;
+  stats.block_bytes = Layout::kBlockBytes;
+  for (int k = 0; k < Layout::kClassCount; ++k) {
+    UntypedSizeClassStats entry;
+    entry.chunk_bytes = Layout::chunk_bytes(k);
+    entry.capacity = Layout::capacity(k);
+    entry.blocks = values[3 * k];
+    entry.used_chunks = values[3 * k + 1];
+    entry.active_blocks = values[3 * k + 2];
+    stats.size_classes.push_back(entry);
+  }
+  stats.runs = values[3 * Layout::kClassCount];
+  stats.run_blocks = values[3 * Layout::kClassCount + 1];
+  stats.allocations_total = totals.allocations;
+  stats.bytes_requested_total = totals.bytes_requested;
+  stats.frees_total = totals.frees;
+  stats.failures_total = totals.failures;
+  return stats;
+}
+
+}  // namespace soaheap::detail
