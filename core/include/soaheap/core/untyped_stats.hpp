@@ -10,10 +10,11 @@ namespace soaheap {
 /// @brief Occupancy of the blocks of one untyped size class.
 struct UntypedSizeClassStats {
   std::uint64_t chunk_bytes = 0;     ///< bytes of each chunk (a request of up to this many bytes lands here)
-  int capacity = 0;                  ///< chunks per block
-  std::uint64_t blocks = 0;          ///< blocks holding chunks of this size
+  int capacity = 0;                  ///< chunks per span
+  int span = 1;                      ///< contiguous blocks whose data the chunks of one span share
+  std::uint64_t blocks = 0;          ///< blocks holding chunks of this size (every block of each span)
   std::uint64_t used_chunks = 0;     ///< live allocations of this size class
-  std::uint64_t active_blocks = 0;   ///< blocks with a free chunk
+  std::uint64_t active_blocks = 0;   ///< spans with a free chunk
 
   std::uint64_t bytes_reserved() const { return used_chunks * chunk_bytes; }
 };

@@ -74,18 +74,18 @@ struct HeapInternals {
   SOAHEAP_HD SlotClass untyped_class(int size_class) const {
     const BitmapView active = bitmap(kUntypedBitmapBase + 2 * size_class + 1);
     return {Untyped::class_id_of(size_class), Untyped::capacity(size_class), -1,
-            bitmap(kUntypedBitmapBase + 2 * size_class), active, active};
+            bitmap(kUntypedBitmapBase + 2 * size_class), active, active, Untyped::span(size_class)};
   }
   /// Every block that belongs to an untyped run.
   SOAHEAP_HD BitmapView untyped_run_blocks() const { return bitmap(kUntypedBitmapBase + 2 * Untyped::kClassCount); }
 
   // ---- block accounting --------------------------------------------------------------------------------
   /// Called by whoever takes a block out of the free bitmap.
-  SOAHEAP_HD void count_block_taken() const {
-    atomic_max(&state->peak_allocated_blocks, atomic_fetch_add(&state->allocated_blocks, 1) + 1);
+  SOAHEAP_HD void count_block_taken(std::uint64_t blocks = 1) const {
+    atomic_max(&state->peak_allocated_blocks, atomic_fetch_add(&state->allocated_blocks, blocks) + blocks);
   }
-  /// Called by whoever returns a block to the free bitmap.
-  SOAHEAP_HD void count_block_freed() const { atomic_fetch_add(&state->allocated_blocks, ~std::uint64_t{0}); }
+  /// Called by whoever returns @p blocks blocks to the free bitmap.
+  SOAHEAP_HD void count_block_freed(std::uint64_t blocks = 1) const { atomic_fetch_add(&state->allocated_blocks, ~blocks + 1); }
 
   // ---- addresses -------------------------------------------------------------------------------------
   SOAHEAP_HD std::uint64_t data_address(std::uint64_t block) const { return data_base + block * Layout::kDataBytes; }

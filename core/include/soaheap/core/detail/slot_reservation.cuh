@@ -9,14 +9,21 @@
 ///        waits for another). Typed objects (heap_internals.cuh) and untyped memory
 ///        (untyped_memory.cuh) differ only in the SlotClass they pass.
 ///
-/// Functions take the heap's internals as `Heap`: its `headers`, `free_blocks()`, `state`,
-/// `count_block_taken()`, `count_block_freed()` and `release_slots(block, slots)` (a release in a
-/// block of whatever class its header names now, for rollbacks).
+/// Functions take the heap's internals as `Heap`: its `headers`, `free_blocks()`, `bitmap_shape`,
+/// `state`, `count_block_taken(blocks)`, `count_block_freed(blocks)` and `release_slots(block,
+/// slots)` (a release in a block of whatever class its header names now, for rollbacks).
+///
+/// A slot class may keep its slots in *spans* of several contiguous blocks (untyped size classes
+/// whose chunks are larger than a block's share): the span's first block is the class's block in
+/// every respect (header, allocation word, bitmaps); the others are taken and returned with it and
+/// say in their headers which block they belong to.
 
 #include <soaheap/base/portability.cuh>
 #include <soaheap/core/bitmap.cuh>
+#include <soaheap/core/detail/block_runs.cuh>
 #include <soaheap/core/detail/runtime_state.cuh>
 #include <soaheap/core/heap_layout.cuh>
+#include <soaheap/core/untyped_layout.cuh>
 
 #include <cstdint>
 
@@ -56,6 +63,7 @@ struct SlotClass {
   BitmapView allocated;     ///< the class's blocks
   BitmapView active;        ///< its blocks with a free slot
   BitmapView candidates;    ///< its defrag candidates (unused when candidate_threshold < 0)
+  int span = 1;             ///< contiguous blocks per block of the class (see the file comment)
 
   SOAHEAP_HD std::uint64_t full_mask() const { return low_bits(capacity); }
   SOAHEAP_HD bool has_candidates() const { return candidate_threshold >= 0; }
@@ -143,6 +151,12 @@ SOAHEAP_HD inline void refresh_block_state(const BlockHeader* headers, const Slo
 /// Starts @p block, just taken from the free bitmap, as a block of @p slot_class with @p slots reserved.
 template <class Heap>
 SOAHEAP_HD void start_block(const Heap& heap, const SlotClass& slot_class, std::uint64_t block, std::uint64_t slots) {
+  // The other blocks of a span keep the invalidated allocation word they had while free (no slot
+  // can ever be reserved in them) and name their first block.
+  for (std::uint64_t body = block + 1; body < block + static_cast<std::uint64_t>(slot_class.span); ++body) {
+    atomic_store(&heap.headers[body].iteration, block);
+    atomic_store(&heap.headers[body].class_id, kUntypedSpanBodyId);
+  }
   BlockHeader& header = heap.headers[block];
   atomic_store(&header.class_id, slot_class.header_id);
   atomic_store(&header.iteration, 0);
@@ -168,9 +182,16 @@ SOAHEAP_HD void try_retire_block(const Heap& heap, const SlotClass& slot_class, 
   if (slot_class.has_candidates()) slot_class.candidates.clear(block);
   slot_class.active.clear(block);
   slot_class.allocated.clear(block);
-  heap.count_block_freed();
+  const auto span = static_cast<std::uint64_t>(slot_class.span);
+  for (std::uint64_t body = block + 1; body < block + span; ++body) atomic_store(&heap.headers[body].class_id, kNoClass);
+  heap.count_block_freed(span);
   memory_fence();
-  heap.free_blocks().set(block);
+  if (span == 1) {
+    heap.free_blocks().set(block);
+    return;
+  }
+  const BitmapView free_bits = heap.free_blocks();
+  for (std::uint64_t w = block / 64; w <= (block + span - 1) / 64; ++w) free_bits.set_in_word(w, run_mask(w, block, span));
 }
 
 // ---- reserving --------------------------------------------------------------------------------
@@ -225,10 +246,21 @@ SOAHEAP_HD bool out_of_memory_stands(const Heap& heap, int& empty_rounds) {
 /// Takes a block from the free bitmap, counted in transit until the caller publishes it with
 /// end_transit (on failure the transit has ended here). While a block is in transit an
 /// empty-looking heap is not yet out of memory.
+/// A span of several blocks is a run of free blocks claimed at once; @p no_run tells the caller that
+/// no such run exists (rather than a lost race for one).
 template <class Heap>
-SOAHEAP_HD std::uint64_t take_free_block(const Heap& heap, std::uint32_t seed) {
+SOAHEAP_HD std::uint64_t take_free_block(const Heap& heap, const SlotClass& slot_class, std::uint32_t seed, bool& no_run) {
   atomic_fetch_add(&heap.state->blocks_in_transit, 1);
-  const std::uint64_t block = heap.free_blocks().clear_any(seed);
+  std::uint64_t block = BitmapView::kNotFound;
+  no_run = false;
+  if (slot_class.span == 1) {
+    block = heap.free_blocks().clear_any(seed);
+  } else {
+    const auto span = static_cast<std::uint64_t>(slot_class.span);
+    const std::uint64_t first = find_run(heap, span, mix_seed(seed) % heap.bitmap_shape.level_words[0]);
+    no_run = first == BitmapView::kNotFound;
+    if (!no_run && claim_run(heap, first, span)) block = first;
+  }
   if (block == BitmapView::kNotFound) atomic_fetch_add(&heap.state->blocks_in_transit, ~std::uint64_t{0});
   return block;
 }
@@ -287,18 +319,20 @@ SOAHEAP_HD Reservation reserve(const Heap& heap, const SlotClass& slot_class, in
     }
 #endif
     // Slow path: start a new block of the class.
-    const std::uint64_t block = take_free_block(heap, round_seed);
+    bool no_run = false;
+    const std::uint64_t block = take_free_block(heap, slot_class, round_seed, no_run);
     if (block != BitmapView::kNotFound) {
       const std::uint64_t slots = low_bits(wanted < slot_class.capacity ? wanted : slot_class.capacity);
       start_block(heap, slot_class, block, slots);
       end_transit(heap);
-      heap.count_block_taken();  // after publishing: keeps the in-transit window short
+      heap.count_block_taken(static_cast<std::uint64_t>(slot_class.span));  // after publishing: keeps the in-transit window short
       return {block, slots, HeapErrorKind::none};
     }
     // Out of memory only if no block is on its way to becoming active either (its slots would
     // otherwise be missed by a thread that looked in the short window before it was published).
     // A failed take with free blocks left only lost races to other takers: try again.
-    if (active.appears_empty() && heap.free_blocks().appears_empty() && out_of_memory_stands(heap, empty_rounds))
+    const bool none_free = slot_class.span == 1 ? heap.free_blocks().appears_empty() : no_run;
+    if (active.appears_empty() && none_free && out_of_memory_stands(heap, empty_rounds))
       return {0, 0, HeapErrorKind::out_of_memory};
   }
   return {0, 0, HeapErrorKind::allocation_starved};

@@ -199,9 +199,13 @@ struct Untyped {
       record(view, HeapErrorKind::free_of_foreign_pointer, address);
       return BitmapView::kNotFound;
     }
-    const std::uint64_t block = (address - view.data_base) / kBlockBytes;
-    const std::uint64_t offset = (address - view.data_base) % kBlockBytes;
-    const std::uint32_t block_class = atomic_load(&view.headers[block].class_id);
+    std::uint64_t block = (address - view.data_base) / kBlockBytes;
+    std::uint32_t block_class = atomic_load(&view.headers[block].class_id);
+    if (block_class == kUntypedSpanBodyId) {  // a chunk that starts in a later block of its span
+      block = atomic_load(&view.headers[block].iteration);
+      block_class = atomic_load(&view.headers[block].class_id);
+    }
+    const std::uint64_t offset = address - view.data_address(block);
     const int found_class = Layout::size_class_of_id(block_class);
     if (found_class >= 0) {
       const std::uint64_t index = offset / Layout::chunk_bytes(found_class);

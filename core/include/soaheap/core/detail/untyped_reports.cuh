@@ -17,7 +17,7 @@
 
 namespace soaheap::detail {
 
-/// Per 256 blocks: per size class blocks, used chunks and active blocks; then run heads and run blocks.
+/// Per 256 blocks: per size class blocks (of its spans), used chunks and active spans; then run heads and run blocks.
 template <class View>
 struct UntypedStatisticsKernel {
   using Layout = typename View::Untyped;
@@ -38,7 +38,7 @@ struct UntypedStatisticsKernel {
       }
       const int k = Layout::size_class_of_id(atomic_load(&view.headers[block].class_id));
       if (k < 0 || !Untyped<View>::allocated(view, k).get(block)) continue;
-      local[3 * k] += 1;
+      local[3 * k] += static_cast<std::uint64_t>(Layout::span(k));  // the later blocks of a span are counted here
       local[3 * k + 1] += popcount(atomic_load(&view.headers[block].allocation) & Layout::full_mask(k));
       local[3 * k + 2] += Untyped<View>::active(view, k).get(block) ? 1 : 0;
     }
@@ -102,6 +102,7 @@ UntypedStats collect_untyped_stats(const Executor& executor, const View& view, c
     UntypedSizeClassStats entry;
     entry.chunk_bytes = Layout::chunk_bytes(k);
     entry.capacity = Layout::capacity(k);
+    entry.span = Layout::span(k);
     entry.blocks = values[3 * k];
     entry.used_chunks = values[3 * k + 1];
     entry.active_blocks = values[3 * k + 2];

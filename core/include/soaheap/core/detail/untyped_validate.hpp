@@ -20,12 +20,13 @@ template <class... Parts>
   throw invariant_violation(message.str());
 }
 
-/// How many untyped states (allocated[k] of a size class, or the run bitmap) claim @p block;
-/// also checks active[k] ⇒ allocated[k].
+/// How many untyped states (allocated[k] of a size class, the run bitmap, or a span-body header)
+/// claim @p block; also checks active[k] ⇒ allocated[k].
 template <class View>
 int untyped_owner_count(const View& view, std::uint64_t block) {
   using Layout = typename View::Untyped;
   int owners = Untyped<View>::run_blocks(view).get(block) ? 1 : 0;
+  owners += view.headers[block].class_id == kUntypedSpanBodyId ? 1 : 0;
   for (int k = 0; k < Layout::kClassCount; ++k) {
     const bool allocated = Untyped<View>::allocated(view, k).get(block);
     if (Untyped<View>::active(view, k).get(block) && !allocated)
@@ -33,6 +34,22 @@ int untyped_owner_count(const View& view, std::uint64_t block) {
     owners += allocated ? 1 : 0;
   }
   return owners;
+}
+
+/// Checks a later block of a span: its first block is a block of a size class whose span covers it,
+/// and no slot can be reserved in it.
+template <class View>
+void validate_span_body(const View& view, std::uint64_t block) {
+  using Layout = typename View::Untyped;
+  const BlockHeader& header = view.headers[block];
+  if (header.allocation != kInvalidatedBitmap)
+    fail_untyped(block, "a span's later block has allocation bitmap 0x", std::hex, header.allocation,
+                 " instead of all ones (no slot may be reserved in it)");
+  const std::uint64_t head = header.iteration;
+  const int size_class = head < block ? Layout::size_class_of_id(view.headers[head].class_id) : -1;
+  if (size_class < 0 || !Untyped<View>::allocated(view, size_class).get(head) ||
+      block >= head + static_cast<std::uint64_t>(Layout::span(size_class)))
+    fail_untyped(block, "span block names block ", head, " as its first, which is no span of a size class covering it");
 }
 
 /// Checks a block that exactly one untyped state claims: its header agrees, a chunk block holds a
@@ -62,9 +79,20 @@ void validate_untyped_block(const View& view, std::uint64_t block) {
     }
     return;
   }
+  if (header.class_id == kUntypedSpanBodyId) {
+    validate_span_body(view, block);
+    return;
+  }
   int size_class = -1;
   for (int k = 0; k < Layout::kClassCount; ++k)
     if (Untyped<View>::allocated(view, k).get(block)) size_class = k;
+  const auto span = static_cast<std::uint64_t>(Layout::span(size_class));
+  if (block + span > view.block_count)
+    fail_untyped(block, "span of ", span, " blocks of size class ", Layout::chunk_bytes(size_class), " B runs past the heap's end");
+  for (std::uint64_t body = block + 1; body < block + span; ++body)
+    if (view.headers[body].class_id != kUntypedSpanBodyId || view.headers[body].iteration != block)
+      fail_untyped(body, "block ", body - block, " of the span of size class ", Layout::chunk_bytes(size_class),
+                   " B that starts at block ", block, " is not marked as part of it");
   if (header.class_id != Layout::class_id_of(size_class))
     fail_untyped(block, "header class id 0x", std::hex, header.class_id, " does not match the block's size class of ",
                  std::dec, Layout::chunk_bytes(size_class), " B");
