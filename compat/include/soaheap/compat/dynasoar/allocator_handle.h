@@ -51,8 +51,9 @@ inline constexpr int kMinDefragCandidates = 1;
 
 /// @brief DynaSOAr's host-side allocator handle over a soaheap heap.
 ///
-/// Differences from DynaSOAr (see docs/dynasoar-migration.md): out of memory makes `new` return
-/// nullptr and a handle call throw soaheap::out_of_memory (DynaSOAr retries forever). DynaSOAr's
+/// Differences from DynaSOAr (see docs/dynasoar-migration.md): out of memory stops the program in
+/// `new` with a message naming the class (SOAHEAP_DYNASOAR_NULL_ON_OUT_OF_MEMORY: nullptr instead),
+/// and makes a bulk operation throw soaheap::out_of_memory (DynaSOAr retries forever). DynaSOAr's
 /// bulk operations wait for their own end, because each launch needs a block count from the GPU;
 /// soaheap's launches do not. So on a heap in device memory a bulk operation returns once the
 /// operation before it has finished (the GPU then finds the next one queued) and throws the errors

@@ -12,8 +12,16 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
+
+#ifndef SOAHEAP_DYNASOAR_NULL_ON_OUT_OF_MEMORY
+/// Build flag: 1 makes `new (allocator) T(...)` return nullptr when the heap is full (the handle's
+/// next call throws soaheap::out_of_memory), for programs that check `new`'s result. 0 (default):
+/// the program stops there with a message naming the class (SoaAllocator::allocate_new).
+#define SOAHEAP_DYNASOAR_NULL_ON_OUT_OF_MEMORY 0
+#endif
 
 namespace soaheap::compat::dynasoar {
 
@@ -82,11 +90,20 @@ SOAHEAP_UNROLL
 
   // ---- allocation -------------------------------------------------------------------------------------
 
-  /// @brief Reserves a slot for a new T; nullptr when the heap is out of memory (DynaSOAr retries
-  /// forever instead; soaheap records the error and the handle's next call throws it).
+  /// @brief Reserves a slot for a new T (`new (allocator) T(...)`). When the heap has no slot left
+  /// the program stops there with a message naming the class and the heap: a kernel prints it and
+  /// traps, a host-backend thread prints it to stderr and aborts. DynaSOAr programs use `new`'s
+  /// result unchecked (DynaSOAr itself retries forever), so handing them nullptr only moved the
+  /// failure to an illegal memory access in their own code. Programs that do check define
+  /// SOAHEAP_DYNASOAR_NULL_ON_OUT_OF_MEMORY=1 and get nullptr (the handle's next call then throws
+  /// soaheap::out_of_memory).
   template <class T>
   SOAHEAP_HD T* allocate_new() const {
-    return static_cast<T*>(view().template allocate_slot<T>());
+    void* const slot = view().template allocate_slot<T>();
+#if !SOAHEAP_DYNASOAR_NULL_ON_OUT_OF_MEMORY
+    if (slot == nullptr) stop_out_of_memory(T::kName);
+#endif
+    return static_cast<T*>(slot);
   }
 
   /// @brief `new (this) T(args...)`; nullptr (and no constructor call) when out of memory.
@@ -147,6 +164,24 @@ SOAHEAP_UNROLL
   }
 
  private:
+  /// The message and the stop of allocate_new (see there).
+  SOAHEAP_HD static void stop_out_of_memory(const char* class_name) {
+    constexpr const char* kFormat =
+        "soaheap (DynaSOAr compatibility): out of memory in `new %s`: the heap of SoaAllocator<%llu, ...> "
+        "(%llu blocks of %d slots) has no slot left. DynaSOAr programs use new's result unchecked, so the "
+        "program stops here; give the allocator more objects (its first template argument), or define "
+        "SOAHEAP_DYNASOAR_NULL_ON_OUT_OF_MEMORY=1 if the program checks for nullptr.\n";
+#if SOAHEAP_DEVICE_CODE
+    std::printf(kFormat, class_name, static_cast<unsigned long long>(kNumObjects), static_cast<unsigned long long>(N),
+                kNumBlockElements);
+    __trap();
+#else
+    std::fprintf(stderr, kFormat, class_name, static_cast<unsigned long long>(kNumObjects),
+                 static_cast<unsigned long long>(N), kNumBlockElements);
+    std::abort();
+#endif
+  }
+
   /// Every DynaSOAr class of the list that derives from another one names it (or a class between
   /// them) as BaseClass; otherwise its inherited fields would be laid out as its own.
   template <class Ancestor, class Descendant>
