@@ -202,7 +202,14 @@ struct Untyped {
     std::uint64_t block = (address - view.data_base) / kBlockBytes;
     std::uint32_t block_class = atomic_load(&view.headers[block].class_id);
     if (block_class == kUntypedSpanBodyId) {  // a chunk that starts in a later block of its span
-      block = atomic_load(&view.headers[block].iteration);
+      // A span's first block precedes its later ones; anything else is a free racing the span's
+      // start or end, never a pointer malloc returned.
+      const std::uint64_t first = atomic_load(&view.headers[block].iteration);
+      if (first >= block) {
+        record(view, HeapErrorKind::free_of_foreign_pointer, address);
+        return BitmapView::kNotFound;
+      }
+      block = first;
       block_class = atomic_load(&view.headers[block].class_id);
     }
     const std::uint64_t offset = address - view.data_address(block);
