@@ -83,6 +83,15 @@ SOAHEAP_HD inline std::uint64_t run_mask(std::uint64_t word, std::uint64_t first
   return low_bits(static_cast<int>(hi)) & ~low_bits(static_cast<int>(lo));
 }
 
+/// Sets the bits of blocks [first, first + length) in @p bits, one atomic per word.
+SOAHEAP_HD inline void set_run_bits(const BitmapView& bits, std::uint64_t first, std::uint64_t length) {
+  for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w) bits.set_in_word(w, run_mask(w, first, length));
+}
+/// Clears the bits of blocks [first, first + length) in @p bits, one atomic per word.
+SOAHEAP_HD inline void clear_run_bits(const BitmapView& bits, std::uint64_t first, std::uint64_t length) {
+  for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w) bits.clear_in_word(w, run_mask(w, first, length));
+}
+
 /// Clears the free bits of [first, first + length) word by word; if another thread owned one of
 /// them first, gives back what it took and returns false.
 template <class View>

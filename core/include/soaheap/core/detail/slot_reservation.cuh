@@ -186,12 +186,8 @@ SOAHEAP_HD void try_retire_block(const Heap& heap, const SlotClass& slot_class, 
   for (std::uint64_t body = block + 1; body < block + span; ++body) atomic_store(&heap.headers[body].class_id, kNoClass);
   heap.count_block_freed(span);
   memory_fence();
-  if (span == 1) {
-    heap.free_blocks().set(block);
-    return;
-  }
-  const BitmapView free_bits = heap.free_blocks();
-  for (std::uint64_t w = block / 64; w <= (block + span - 1) / 64; ++w) free_bits.set_in_word(w, run_mask(w, block, span));
+  if (span == 1) heap.free_blocks().set(block);
+  else set_run_bits(heap.free_blocks(), block, span);
 }
 
 // ---- reserving --------------------------------------------------------------------------------

@@ -84,8 +84,7 @@ struct Untyped {
       atomic_store(&header.class_id, block == first ? kUntypedRunHeadId : kUntypedRunBodyId);
     }
     memory_fence();
-    const BitmapView runs = run_blocks(view);
-    for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w) runs.set_in_word(w, run_mask(w, first, length));
+    set_run_bits(run_blocks(view), first, length);
   }
 
   /// Frees the run that starts at @p first; false when it is no live run head (double free).
@@ -94,13 +93,10 @@ struct Untyped {
     // One compare-and-swap decides which of two concurrent frees of the same run wins.
     if (atomic_cas32(&header.class_id, kUntypedRunHeadId, kUntypedRunFreedId) != kUntypedRunHeadId) return false;
     const std::uint64_t length = atomic_load(&header.iteration);
-    const BitmapView runs = run_blocks(view);
-    const BitmapView free_bits = view.free_blocks();
-    for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w) runs.clear_in_word(w, run_mask(w, first, length));
+    clear_run_bits(run_blocks(view), first, length);
     atomic_fetch_add(&view.state->allocated_blocks, ~length + 1);  // -length
     memory_fence();
-    for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w)
-      free_bits.set_in_word(w, run_mask(w, first, length));
+    set_run_bits(view.free_blocks(), first, length);
     return true;
   }
 
