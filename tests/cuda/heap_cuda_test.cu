@@ -1,5 +1,8 @@
 // The heap suite on the cuda backend (skips without a GPU), plus GPU-only sizes.
 #include "tests/common/heap_suite.inc"
+#define GROWTH_BACKEND_NAME Cuda
+#define GROWTH_BACKEND soaheap::Backend::cuda
+#include "tests/common/growth_suite.inc"
 
 #include <cstdio>
 #include <set>

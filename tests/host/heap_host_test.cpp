@@ -1,5 +1,8 @@
 // The heap suite on the host backend (real threads; runs everywhere, also under TSan and ASan).
 #include "tests/common/heap_suite.inc"
+#define GROWTH_BACKEND_NAME Host
+#define GROWTH_BACKEND soaheap::Backend::host
+#include "tests/common/growth_suite.inc"
 
 #include <random>
 

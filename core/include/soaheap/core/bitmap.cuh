@@ -54,14 +54,21 @@ class BitmapView {
   static constexpr std::uint64_t kNotFound = ~std::uint64_t{0};
   /// Attempts of clear_any() to find and clear a bit before it gives up (others kept clearing them).
   static constexpr int kClearAnyAttempts = 64;
+  /// A level above every bitmap's top: try_find_set picks at random on every level.
+  static constexpr int kMaxLevelsAny = 64;
 
   BitmapView() = default;
-  SOAHEAP_HD BitmapView(std::uint64_t* words, const BitmapShape& shape)
-      : words_(words), bit_count_(shape.bit_count), level0_words_(shape.level_words[0]), level_count_(shape.level_count) {}
+  /// @param stride words from one word of this bitmap to the next: a heap keeps all its bitmaps of
+  ///        one shape interleaved word by word (stride = their count), so that the words of every
+  ///        bitmap for a range of blocks lie together and a heap that grows maps them at once.
+  SOAHEAP_HD BitmapView(std::uint64_t* words, const BitmapShape& shape, std::uint32_t stride = 1)
+      : words_(words), bit_count_(shape.bit_count), level0_words_(shape.level_words[0]), level_count_(shape.level_count),
+        stride_(stride) {}
 
   SOAHEAP_HD std::uint64_t size() const { return bit_count_; }
   SOAHEAP_HD int level_count() const { return level_count_; }
-  SOAHEAP_HD std::uint64_t* words() const { return words_; }
+  /// Level-0 word @p index (the bits of blocks 64·index to 64·index + 63).
+  SOAHEAP_HD std::uint64_t* level0_word(std::uint64_t index) const { return &word(0, index); }
 
   SOAHEAP_HD bool get(std::uint64_t position) const {
     return (detail::atomic_load(&word(0, position / 64)) >> (position % 64)) & 1u;
@@ -86,16 +93,24 @@ class BitmapView {
     return update_word(word_index, mask, false);
   }
 
+  /// @brief Re-derives the upper levels above level-0 word @p word_index after its bits were written
+  /// directly (a heap that grew wrote the free bits of its new blocks by copy). Safe to repeat and
+  /// to run from many threads at once.
+  SOAHEAP_HD void refresh_parents(std::uint64_t word_index) const { propagate(0, word_index); }
+
   /// @brief True when no bit appears set (exact when no operation is in flight).
   SOAHEAP_HD bool appears_empty() const { return detail::atomic_load(&word(level_count_ - 1, 0)) == 0; }
 
   /// @brief Position of some set bit, chosen top-down with rotation by @p seed, or kNotFound.
-  /// May miss set bits while other threads are changing the bitmap; callers retry.
-  SOAHEAP_HD std::uint64_t try_find_set(std::uint32_t seed) const {
+  /// Levels at or above @p lowest_from take their lowest set bit instead (the lowest region with a
+  /// set bit, random inside it). May miss set bits while other threads are changing the bitmap;
+  /// callers retry.
+  SOAHEAP_HD std::uint64_t try_find_set(std::uint32_t seed, int lowest_from = kMaxLevelsAny) const {
     std::uint64_t index = 0;
     for (int level = level_count_ - 1; level >= 0; --level) {
       const std::uint64_t value = detail::atomic_load(&word(level, index));
-      const int bit = detail::pick_set_bit(value, detail::mix_seed(seed + static_cast<std::uint32_t>(level)));
+      const int bit = level >= lowest_from ? (value == 0 ? -1 : detail::lowest_set_bit(value))
+                                           : detail::pick_set_bit(value, detail::mix_seed(seed + static_cast<std::uint32_t>(level)));
       if (bit < 0) return kNotFound;
       index = index * 64 + static_cast<std::uint64_t>(bit);
     }
@@ -104,9 +119,9 @@ class BitmapView {
 
   /// @brief Finds a set bit and clears it atomically; returns its position, or kNotFound when the
   /// bitmap is empty or every attempt lost its bit to another thread.
-  SOAHEAP_HD std::uint64_t clear_any(std::uint32_t seed) const {
+  SOAHEAP_HD std::uint64_t clear_any(std::uint32_t seed, int lowest_from = kMaxLevelsAny) const {
     for (int attempt = 0; attempt < kClearAnyAttempts; ++attempt) {
-      const std::uint64_t position = try_find_set(seed + static_cast<std::uint32_t>(attempt) * 0x9e3779b9u);
+      const std::uint64_t position = try_find_set(seed + static_cast<std::uint32_t>(attempt) * 0x9e3779b9u, lowest_from);
       if (position == kNotFound) {
         if (appears_empty()) return kNotFound;
         continue;
@@ -117,9 +132,11 @@ class BitmapView {
   }
 
   /// @brief Word @p index of level @p level (level 0 holds the bits themselves).
-  SOAHEAP_HD std::uint64_t& word(int level, std::uint64_t index) const { return words_[level_offset(level) + index]; }
+  SOAHEAP_HD std::uint64_t& word(int level, std::uint64_t index) const {
+    return words_[(level_offset(level) + index) * stride_];
+  }
 
-  /// First word of @p level in the storage (BitmapShape::level_offset, recomputed).
+  /// First word of @p level in the storage, in words of this bitmap (BitmapShape::level_offset, recomputed).
   SOAHEAP_HD std::uint64_t level_offset(int level) const {
     std::uint64_t offset = 0;
     std::uint64_t words = level0_words_;
@@ -174,6 +191,7 @@ class BitmapView {
   std::uint64_t bit_count_ = 0;
   std::uint64_t level0_words_ = 0;
   int level_count_ = 0;
+  std::uint32_t stride_ = 1;
 };
 
 }  // namespace soaheap

@@ -5,6 +5,8 @@
 ///        kernels recorded, and hands out HeapView handles for kernels.
 
 #include <soaheap/core/backend.cuh>
+#include <soaheap/core/detail/growable_memory.cuh>
+#include <soaheap/core/detail/heap_growth.cuh>
 #include <soaheap/core/detail/kernels.cuh>
 #include <soaheap/core/detail/operation_timer.cuh>
 #include <soaheap/core/errors.hpp>
@@ -60,6 +62,8 @@ class Heap {
 
   /// @brief The handle kernels and host threads allocate through: `new (heap.view()) T(...)`.
   View view() const {
+    // A growable heap: room for the kernel this view is for to double the heap (may synchronize).
+    if (grower_ != nullptr) const_cast<Heap*>(this)->keep_growth_headroom();
     View view;
     detail::internals(view) = make_internals();
     return view;
@@ -93,10 +97,34 @@ class Heap {
   /// @brief True for a cuda heap in managed memory (HeapMemory::managed): host code may then follow
   /// object pointers and read and write fields between kernels, after synchronize().
   bool managed() const { return options_.backend == Backend::cuda && options_.memory == HeapMemory::managed; }
+  /// @brief Blocks whose headers and bitmap bits exist: the blocks kernels may index, a bound on the
+  /// blocks mapped now (mapped_block_count()); a growing heap raises it between kernels.
   std::uint64_t block_count() const { return block_count_; }
   static constexpr std::uint64_t block_bytes() { return Layout::kDataBytes; }
-  /// @brief Bytes the heap occupies: data segments, block headers and bitmaps.
-  std::uint64_t heap_bytes() const { return data_.bytes() + headers_.bytes() + bitmaps_.bytes(); }
+  /// @brief Bytes the heap occupies: data segments, block headers and bitmaps (for a growable heap,
+  /// what is mapped now: resident_bytes()).
+  std::uint64_t heap_bytes() const { return resident_bytes(); }
+
+  // ---- memory that follows the live set ------------------------------------------------------------
+  /// @brief True when the heap maps memory as it needs it (HeapOptions::max_bytes above bytes).
+  bool growable() const { return grower_ != nullptr; }
+  /// @brief Bytes of memory the heap holds now: mapped data, headers and bitmaps.
+  std::uint64_t resident_bytes() const {
+    return data_.resident_bytes() + headers_.resident_bytes() + bitmaps_.resident_bytes();
+  }
+  /// @brief Bytes the heap may grow to (its max_bytes; its size for a fixed heap).
+  std::uint64_t max_bytes() const { return max_bytes_; }
+  /// @brief Blocks whose data is mapped and which allocation may use; grows while kernels run.
+  std::uint64_t mapped_block_count() const { return mapped_blocks_.load(); }
+  /// @brief Maps memory for at least @p blocks blocks now (between kernels; parallel_new does it
+  /// for what it creates). False when max_bytes or the GPU's memory does not allow it.
+  bool reserve_blocks(std::uint64_t blocks);
+  /// @brief Gives the GPU (or the system) back the memory of the free blocks at the end of the heap,
+  /// in whole chunks; returns the bytes released. Objects do not move: compact first to gather the
+  /// free blocks there (soaheap::trim does both). Synchronizes. Nothing to do for a fixed heap.
+  std::uint64_t release_free_memory();
+  /// @brief Times a kernel waited for growth: the longest host answer to a request (nanoseconds).
+  std::uint64_t longest_growth_nanoseconds() const { return grower_ ? grower_->longest_answer_nanoseconds() : 0; }
   /// @brief Worker threads of the host backend (0 on cuda).
   unsigned host_threads() const { return pool_ ? pool_->size() : 0; }
   const detail::Executor& executor() const { return executor_; }
@@ -135,6 +163,7 @@ class Heap {
   /// @brief Creates @p count objects of T in parallel; object i is constructed as T(i, arguments...).
   template <class T, class... Arguments>
   void parallel_new(std::uint64_t count, const Arguments&... arguments) {
+    if (growable()) reserve_blocks(mapped_block_count() + (count + capacity<T> - 1) / capacity<T>);
     const OperationGuard guard(*this, "parallel_new");
     using Pack = decltype(detail::make_argument_pack(arguments...));
     executor_.launch(count, detail::ParallelNewKernel<View, T, Pack>{view(), detail::make_argument_pack(arguments...)});
@@ -222,7 +251,7 @@ class Heap {
     }
     const Snapshot snapshot = take_snapshot(true);
     snapshot.view.template for_each_object<T>([&](T* object) { fn(object); });
-    if (options_.backend == Backend::cuda) data_.copy_from_host(0, snapshot.data.get(), data_.bytes());
+    if (options_.backend == Backend::cuda) data_.copy_from_host(0, snapshot.data.get(), data_.committed_bytes());
   }
 
   /// @brief Number of live objects of T and its subclasses.
@@ -280,6 +309,8 @@ class Heap {
   /// (a full heap of half-empty blocks calls for defragmentation, not a larger heap). Empty when
   /// the statistics cannot be taken, so that the out-of-memory error itself always reaches the user.
   std::string occupancy_summary() const;
+  /// What growth did about an out of memory: the limit, the device's memory, or no growth at all.
+  std::string growth_summary() const;
 
   // ---- defragmentation support -------------------------------------------------------------------
 
@@ -325,6 +356,7 @@ class Heap {
       if (!heap_.busy_.compare_exchange_strong(expected, true))
         throw usage_error(std::string("soaheap: ") + operation +
                           " refused: another parallel operation on this heap is in flight");
+      if (heap_.grower_ != nullptr) const_cast<Heap&>(heap_).keep_growth_headroom();
     }
     ~OperationGuard() { heap_.busy_.store(false); }
     OperationGuard(const OperationGuard&) = delete;
@@ -338,6 +370,7 @@ class Heap {
   struct Snapshot {
     std::vector<BlockHeader> headers;
     std::vector<std::uint64_t> bitmap_words;
+    BitmapShape shape;               ///< of the copied bitmaps: block_count() blocks
     detail::Memory data;            // host memory, 128-byte aligned
     detail::HeapRuntimeState state{};
     Internals view;  ///< the heap's internals over the copies
@@ -373,7 +406,7 @@ class Heap {
     Internals internals;
     internals.headers = headers_.as<BlockHeader>();
     internals.data_base = reinterpret_cast<std::uint64_t>(data_.get());
-    internals.block_count = block_count_;
+    internals.block_count = block_count_;  // never less than the blocks a running kernel may grow to
     internals.bitmap_words = bitmaps_.as<std::uint64_t>();
     internals.bitmap_shape = shape_;
     internals.state = runtime_.as<detail::HeapRuntimeState>();
@@ -411,6 +444,24 @@ class Heap {
   }
 
   static std::uint64_t block_count_for(const HeapOptions& options);
+  /// Blocks that @p bytes hold with their headers and bitmap bits.
+  static std::uint64_t blocks_for_bytes(std::uint64_t bytes);
+
+  // Growth (heap.inl): the storage of a growable heap, its grower, and what runs between kernels.
+  void make_storage(std::uint64_t initial_blocks);
+  /// Raises block_count_ (headers and bitmap words that exist) to at least @p blocks. Synchronizes.
+  void extend_capacity(std::uint64_t blocks);
+  /// Keeps block_count_ at least twice the mapped blocks, so that a kernel can double the heap.
+  void keep_growth_headroom();
+  /// The grower's work: maps data for blocks up to at least @p target and writes their free bits.
+  detail::HeapGrower::Result map_blocks(std::uint64_t target);
+  /// Writes the free bits of blocks [from, to) (level 0 only, by copy) for map_blocks.
+  void write_free_words(std::uint64_t from, std::uint64_t to);
+  /// Enqueues the publication of blocks the grower mapped that the host has not published yet
+  /// (kernels that waited for them publish them too; doing it twice is harmless).
+  void publish_grown_blocks() const;
+  /// Maps the headers and bitmap words of blocks [0, @p blocks) (zeroed where new).
+  bool commit_metadata(std::uint64_t blocks);
 
   /// A managed heap must fit into the GPU's free memory: over-subscribed managed memory would page
   /// between host and GPU inside every kernel instead of failing.
@@ -433,6 +484,7 @@ class Heap {
   /// counters: [0] and [1] alternate as the count of parallel_do enumerations (each zeroes the one
   /// the next will use, so no separate reset is needed), [2] receives stream compaction counts.
   struct ListBuffer {
+    std::uint64_t blocks = 0;  ///< the block_count_ it was made for
     detail::Memory ids;
     detail::Memory snapshots;  ///< parallel_do's iteration snapshots, one per listed block (made on first use)
     detail::Memory counters;
@@ -462,12 +514,19 @@ class Heap {
 
   HeapOptions options_;
   std::uint64_t block_count_ = 0;
+  std::uint64_t max_blocks_ = 0;  ///< blocks of the reservation (= block_count_ for a fixed heap)
+  std::uint64_t max_bytes_ = 0;
+  std::atomic<std::uint64_t> mapped_blocks_{0};
+  std::atomic<std::uint64_t> growth_limit_{0};  ///< block_count_ as the grower thread may read it
+  mutable std::uint64_t published_host_ = 0;     ///< blocks whose publication the host has enqueued
   BitmapShape shape_{};
   std::unique_ptr<detail::ThreadPool> pool_;
   detail::Executor executor_;
-  detail::Memory data_;
-  detail::Memory headers_;
-  detail::Memory bitmaps_;
+  detail::GrowableMemory data_;
+  detail::GrowableMemory headers_;
+  detail::GrowableMemory bitmaps_;  ///< every bitmap, interleaved word by word, shaped for max_blocks_
+  detail::MappedWord free_word_staging_;  ///< cuda: pinned all-ones words the grower copies free bits from
+  std::unique_ptr<detail::HeapGrower> grower_;
   detail::Memory runtime_;
   /// Raised by the first recorded error (HeapRuntimeState::error_signal); empty on the host backend.
   detail::MappedWord error_signal_;
@@ -493,4 +552,5 @@ HeapInternals<Classes...> internals(const Heap<Classes...>& heap) {
 }  // namespace soaheap
 
 #include <soaheap/core/detail/heap.inl>
+#include <soaheap/core/detail/heap_storage.inl>
 #include <soaheap/core/detail/validate.hpp>

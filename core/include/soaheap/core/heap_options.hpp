@@ -19,6 +19,12 @@ enum class HeapMemory {
 struct HeapOptions {
   std::uint64_t bytes = 0;       ///< total memory for data, block headers and bitmaps
   std::uint64_t objects = 0;     ///< or: room for this many objects of the smallest class
+  /// The most memory the heap may grow to. 0 (the default): the heap stays at its initial size.
+  /// Above that size, the heap reserves addresses for max_bytes once and maps memory as kernels
+  /// need it, without moving anything; `release_free_memory()` / `soaheap::trim` give memory
+  /// back. kAllMemory: the GPU's (host: the machine's) total memory. Not for managed heaps.
+  std::uint64_t max_bytes = 0;
+  static constexpr std::uint64_t kAllMemory = ~std::uint64_t{0};
   Backend backend = Backend::host;
   /// cuda only (host-backend heaps are host memory anyway): device or managed memory.
   HeapMemory memory = HeapMemory::device;

@@ -115,19 +115,19 @@ class Memory {
   std::size_t bytes_ = 0;
 };
 
-/// One word of pinned host memory that kernels write through its mapped device address (cuda
-/// only; empty elsewhere): once the host has waited for the kernels it reads what they wrote, with
-/// no copy.
+/// Words of pinned host memory (one unless @p count says more) that kernels read and write through
+/// their mapped device address (cuda only; empty elsewhere): once the host has waited for the
+/// kernels it reads what they wrote, with no copy.
 class MappedWord {
  public:
   MappedWord() = default;
-  MappedWord(Backend backend, std::uint64_t initial) {
+  MappedWord(Backend backend, std::uint64_t initial, int count = 1) {
     if (backend != Backend::cuda) return;
 #if SOAHEAP_HAS_CUDA
     void* host = nullptr;
-    SOAHEAP_CUDA_CHECK(cudaHostAlloc(&host, sizeof(std::uint64_t), cudaHostAllocMapped));
+    SOAHEAP_CUDA_CHECK(cudaHostAlloc(&host, sizeof(std::uint64_t) * static_cast<std::size_t>(count), cudaHostAllocMapped));
     host_ = static_cast<std::uint64_t*>(host);
-    *host_ = initial;
+    for (int i = 0; i < count; ++i) host_[i] = initial;
     void* device = nullptr;
     const cudaError_t status = cudaHostGetDevicePointer(&device, host, 0);
     if (status != cudaSuccess) {
@@ -138,6 +138,7 @@ class MappedWord {
     device_ = static_cast<std::uint64_t*>(device);
 #else
     (void)initial;
+    (void)count;
 #endif
   }
   MappedWord(const MappedWord&) = delete;

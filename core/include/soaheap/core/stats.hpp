@@ -32,10 +32,13 @@ struct ClassStats {
 
 /// @brief Occupancy of the whole heap.
 struct HeapStats {
-  std::uint64_t block_count = 0;
-  std::uint64_t free_blocks = 0;
+  std::uint64_t block_count = 0;        ///< blocks with headers (a growable heap maps fewer)
+  std::uint64_t mapped_blocks = 0;      ///< blocks with memory: free, allocated or untyped
+  std::uint64_t free_blocks = 0;        ///< mapped blocks that nothing uses
   std::uint64_t block_bytes = 0;        ///< bytes of one block's data segment
-  std::uint64_t heap_bytes = 0;         ///< data, headers and bitmaps
+  std::uint64_t heap_bytes = 0;         ///< data, headers and bitmaps mapped now
+  std::uint64_t resident_bytes = 0;     ///< the same (kept apart for readers of memory over time)
+  std::uint64_t max_bytes = 0;          ///< the most the heap may grow to (its size when fixed)
   std::vector<ClassStats> classes;
   UntypedStats untyped;                 ///< soaheap::malloc memory (its blocks are not in free_blocks)
 

@@ -40,7 +40,7 @@ SOAHEAP_HD inline std::uint64_t run_starts(std::uint64_t value, int length) {
 template <class View>
 SOAHEAP_HD std::uint64_t find_run(const View& view, std::uint64_t length, std::uint64_t start_word) {
   const BitmapView free_bits = view.free_blocks();
-  const std::uint64_t words = view.bitmap_shape.level_words[0];
+  const std::uint64_t words = view.block_words();
   const bool has_summary = view.bitmap_shape.level_count > 1;
   for (int pass = 0; pass < 2; ++pass) {
     const std::uint64_t begin = pass == 0 ? start_word : 0;

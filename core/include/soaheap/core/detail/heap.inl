@@ -8,7 +8,7 @@ namespace soaheap {
 
 template <class... Classes>
 Heap<Classes...>::Heap(const HeapOptions& options) : options_(options) {
-  block_count_ = block_count_for(options);
+  const std::uint64_t initial_blocks = block_count_for(options);
   executor_.backend = options.backend;
   if (options.backend == Backend::host) {
     pool_ = std::make_unique<detail::ThreadPool>(detail::host_thread_count(options.host_threads));
@@ -17,16 +17,8 @@ Heap<Classes...>::Heap(const HeapOptions& options) : options_(options) {
     throw usage_error("soaheap: the cuda backend needs a CUDA GPU, and none is available" +
                       std::string(SOAHEAP_HAS_CUDA ? "" : " (this translation unit was compiled without nvcc)"));
   }
-  shape_ = BitmapShape::for_bits(block_count_);
-  const bool managed = this->managed();
-  const std::uint64_t data_bytes = block_count_ * Layout::kDataBytes;
-  const std::uint64_t header_bytes = block_count_ * sizeof(BlockHeader);
-  const std::uint64_t bitmap_bytes = Internals::kBitmapCount * shape_.total_words * sizeof(std::uint64_t);
-  if (managed) refuse_oversubscription(data_bytes + header_bytes + bitmap_bytes);
-  data_ = detail::Memory(options.backend, data_bytes, managed);
-  headers_ = detail::Memory(options.backend, header_bytes, managed);
-  bitmaps_ = detail::Memory(options.backend, bitmap_bytes, managed);
-  runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState), managed);
+  make_storage(initial_blocks);
+  runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState), managed());
   error_signal_ = detail::MappedWord(options.backend, 0);
   statistics_counters_ = detail::Memory(
       options.backend, kClassCount * detail::StatisticsKernel<Internals>::kCounters * sizeof(std::uint64_t));
@@ -40,6 +32,10 @@ Heap<Classes...>::Heap(const HeapOptions& options) : options_(options) {
 template <class... Classes>
 void Heap<Classes...>::synchronize() const {
   executor_.synchronize();
+  if (grower_ != nullptr && mapped_blocks_.load() > published_host_) {  // grown while kernels ran
+    publish_grown_blocks();
+    executor_.synchronize();
+  }
   // On cuda the first recorded error also raises a word of mapped host memory: reading it costs
   // no copy (a copy of the error word after each wait was about 40 % of what a synchronous,
   // DynaSOAr-style operation cost over an asynchronous one; docs/dynasoar-migration.md). Only an
@@ -65,8 +61,11 @@ HeapStats Heap<Classes...>::stats() const {
   counters.copy_to_host(values.data(), 0, values.size() * sizeof(std::uint64_t));
   HeapStats result;
   result.block_count = block_count_;
+  result.mapped_blocks = mapped_blocks_.load();
   result.block_bytes = Layout::kDataBytes;
   result.heap_bytes = heap_bytes();
+  result.resident_bytes = resident_bytes();
+  result.max_bytes = max_bytes_;
   std::uint64_t allocated = 0;
   for (int c = 0; c < kClassCount; ++c) {
     ClassStats entry;
@@ -82,7 +81,7 @@ HeapStats Heap<Classes...>::stats() const {
     result.classes.push_back(entry);
   }
   result.untyped = detail::collect_untyped_stats(executor_, make_internals(), runtime_);
-  result.free_blocks = block_count_ - allocated - result.untyped.blocks();
+  result.free_blocks = result.mapped_blocks - allocated - result.untyped.blocks();
   return result;
 }
 
@@ -96,17 +95,18 @@ void Heap<Classes...>::throw_recorded_error() const {
   const auto kind = static_cast<HeapErrorKind>(encoded & 0xff);
   const int class_index = static_cast<int>((encoded >> 8) & 0xff);
   const std::uint64_t block = encoded >> 16;
-  if (detail::is_untyped_error(kind)) detail::throw_untyped_error(kind, block, block_count_, heap_bytes(), Layout::kDataBytes);
+  if (detail::is_untyped_error(kind))
+    detail::throw_untyped_error(kind, block, mapped_blocks_.load(), heap_bytes(), Layout::kDataBytes, growth_summary());
   const std::string name = class_index < kClassCount ? class_name(class_index) : std::string("<unknown class>");
   std::ostringstream message;
   message << "soaheap: ";
   switch (kind) {
     case HeapErrorKind::out_of_memory:
     case HeapErrorKind::allocation_starved:
-      message << "out of memory while allocating " << name << ": all " << block_count_ << " blocks of the "
+      message << "out of memory while allocating " << name << ": all " << mapped_blocks_.load() << " blocks of the "
               << heap_bytes() << "-byte heap are in use"
               << (kind == HeapErrorKind::allocation_starved ? " or contended beyond the retry limit" : "")
-              << occupancy_summary() << "; new returned nullptr. Free objects or create a larger heap";
+              << occupancy_summary() << "; new returned nullptr. " << growth_summary();
       throw out_of_memory(message.str());
     case HeapErrorKind::destroy_of_free_slot:
       message << "destroy of a " << name << " in block " << block << " that is not alive (destroyed twice?)";
@@ -117,6 +117,30 @@ void Heap<Classes...>::throw_recorded_error() const {
     default:
       message << "unknown recorded error code " << encoded;
       throw usage_error(message.str());
+  }
+}
+
+template <class... Classes>
+std::string Heap<Classes...>::growth_summary() const {
+  if (grower_ == nullptr) return "Free objects or create a larger heap (or let it grow: HeapOptions::max_bytes)";
+  detail::GrowthRefusal refusal = grower_->refusal();
+  const std::uint64_t mapped = mapped_blocks_.load();
+  if (refusal == detail::GrowthRefusal::none && mapped >= max_blocks_) refusal = detail::GrowthRefusal::max_bytes;
+  if (refusal == detail::GrowthRefusal::none && mapped >= block_count_) refusal = detail::GrowthRefusal::capacity;
+  switch (refusal) {
+    case detail::GrowthRefusal::max_bytes:
+      return "The heap could not grow: it reached max_bytes=" + std::to_string(max_bytes_) +
+             ". Free objects or give a larger max_bytes";
+    case detail::GrowthRefusal::device_memory:
+      return std::string("The heap could not grow: the ") + (options_.backend == Backend::cuda ? "GPU" : "system") +
+             " has no free memory left (max_bytes=" + std::to_string(max_bytes_) + " not reached). Free memory";
+    case detail::GrowthRefusal::capacity:
+      return "The heap could not grow further inside one kernel: a kernel may grow it to " +
+             std::to_string(block_count_) + " blocks, twice what was mapped when it was launched. Create objects in "
+             "smaller launches or reserve_blocks() first";
+    default:
+      return "The heap could not grow in time (no answer from the host within " +
+             std::to_string(detail::kGrowthWaitNanoseconds / 1000000000) + " s)";
   }
 }
 
@@ -196,21 +220,29 @@ typename Heap<Classes...>::Snapshot Heap<Classes...>::take_snapshot(bool with_da
   synchronize();
   Snapshot snapshot;
   snapshot.headers.resize(block_count_);
-  headers_.copy_to_host(snapshot.headers.data(), 0, headers_.bytes());
-  snapshot.bitmap_words.resize(bitmaps_.bytes() / sizeof(std::uint64_t));
-  bitmaps_.copy_to_host(snapshot.bitmap_words.data(), 0, bitmaps_.bytes());
+  headers_.copy_to_host(snapshot.headers.data(), 0, block_count_ * sizeof(BlockHeader));
+  // The bitmaps of the blocks that exist, level by level: shaped for block_count_ blocks on the
+  // host (the heap's own are shaped for its whole reservation).
+  snapshot.shape = BitmapShape::for_bits(block_count_);
+  constexpr std::uint64_t kStride = Internals::kBitmapCount;
+  snapshot.bitmap_words.resize(snapshot.shape.total_words * kStride);
+  for (int level = 0; level < snapshot.shape.level_count; ++level)
+    bitmaps_.copy_to_host(snapshot.bitmap_words.data() + snapshot.shape.level_offset[level] * kStride,
+                          shape_.level_offset[level] * kStride * sizeof(std::uint64_t),
+                          snapshot.shape.level_words[level] * kStride * sizeof(std::uint64_t));
   runtime_.copy_to_host(&snapshot.state, 0, sizeof(snapshot.state));
   snapshot.state.error_signal = nullptr;  // host code over a copy signals nothing to the live heap
   snapshot.view = make_internals();
   snapshot.view.headers = snapshot.headers.data();
   snapshot.view.bitmap_words = snapshot.bitmap_words.data();
+  snapshot.view.bitmap_shape = snapshot.shape;
   snapshot.view.state = &snapshot.state;
   if (with_data) {
     if (options_.backend == Backend::host) {
       snapshot.view.data_base = reinterpret_cast<std::uint64_t>(data_.get());
     } else {
-      snapshot.data = detail::Memory(Backend::host, data_.bytes());
-      data_.copy_to_host(snapshot.data.get(), 0, data_.bytes());
+      snapshot.data = detail::Memory(Backend::host, data_.committed_bytes());
+      data_.copy_to_host(snapshot.data.get(), 0, data_.committed_bytes());
       snapshot.view.data_base = reinterpret_cast<std::uint64_t>(snapshot.data.get());
     }
   }
@@ -296,15 +328,7 @@ std::uint64_t Heap<Classes...>::block_count_for(const HeapOptions& options) {
   if (options.objects != 0) {
     blocks = (options.objects + detail::kSlotsPerBlock - 1) / detail::kSlotsPerBlock;
   } else {
-    // Per block: its data segment, its header, and one bit in each bitmap (plus the upper levels).
-    const double per_block = static_cast<double>(Layout::kDataBytes + sizeof(BlockHeader)) +
-                             Internals::kBitmapCount / 8.0 * (64.0 / 63.0);
-    blocks = static_cast<std::uint64_t>(static_cast<double>(options.bytes) / per_block);
-    // Bitmap levels round up to whole words per bitmap; with many bitmaps that can add a block's worth.
-    while (blocks > 1 && blocks * (Layout::kDataBytes + sizeof(BlockHeader)) +
-                                 Internals::kBitmapCount * BitmapShape::for_bits(blocks).total_words * sizeof(std::uint64_t) >
-                             options.bytes)
-      --blocks;
+    blocks = blocks_for_bytes(options.bytes);
     if (blocks == 0)
       throw invalid_argument("soaheap: heap size bytes=" + std::to_string(options.bytes) +
                              " is smaller than one block (" + std::to_string(Layout::kDataBytes) + " bytes of data)");
@@ -331,7 +355,7 @@ void Heap<Classes...>::refuse_oversubscription(std::uint64_t bytes) {
 template <class... Classes>
 void Heap<Classes...>::check_address_space() const {
   const auto begin = reinterpret_cast<std::uint64_t>(data_.get());
-  const std::uint64_t end = begin + data_.bytes();
+  const std::uint64_t end = begin + data_.reserved_bytes();
   if (end > (std::uint64_t{1} << detail::kAddressBits) || begin % detail::kObjectAlignment != 0) {
     std::ostringstream message;
     message << "soaheap: the heap's memory [0x" << std::hex << begin << ", 0x" << end << ") does not fit into "
@@ -345,18 +369,10 @@ void Heap<Classes...>::check_address_space() const {
 template <class... Classes>
 void Heap<Classes...>::initialize() {
   executor_.run(block_count_, detail::InitializeHeadersKernel<Internals>{make_internals()});
-  std::vector<std::uint64_t> words(bitmaps_.bytes() / sizeof(std::uint64_t), 0);
-  // The free bitmap (index 0) starts full: bits [0, M) at level 0 and the matching upper levels.
-  std::uint64_t bits = block_count_;
-  for (int level = 0; level < shape_.level_count; ++level) {
-    for (std::uint64_t w = 0; w < shape_.level_words[level]; ++w) {
-      const std::uint64_t first = w * 64;
-      const std::uint64_t in_word = bits > first ? (bits - first < 64 ? bits - first : 64) : 0;
-      words[shape_.level_offset[level] + w] = detail::low_bits(static_cast<int>(in_word));
-    }
-    bits = shape_.level_words[level];
-  }
-  bitmaps_.copy_from_host(0, words.data(), words.size() * sizeof(std::uint64_t));
+  // Bitmaps start empty, then the free bitmap (index 0) gets the mapped blocks: level 0 written
+  // like a growth writes it, the upper levels set by the same publication kernel.
+  if (!bitmaps_.growable()) bitmaps_.fill_byte(0, bitmaps_.reserved_bytes(), 0);
+  write_free_words(0, mapped_blocks_.load());
   detail::HeapRuntimeState state{};
   for (int c = 0; c < kClassCount; ++c) {
     defrag_factor_[c] = 1;
@@ -364,13 +380,22 @@ void Heap<Classes...>::initialize() {
   }
   state.contended_rounds = options_.pack_allocations ? detail::kPackedContendedRounds : 0;
   state.error_signal = error_signal_.device();
+  state.growth = grower_ ? grower_->device_channel() : nullptr;
+  state.block_limit = block_count_;
+  state.lowest_first = growable() ? 1 : 0;
   runtime_.copy_from_host(0, &state, sizeof(state));
+  published_host_ = 0;
+  const std::uint64_t mapped = mapped_blocks_.load();
+  executor_.run((mapped + 63) / 64, detail::PublishGrownBlocksKernel<Internals>{make_internals(), 0, mapped});
+  published_host_ = mapped;
+  executor_.synchronize();
 }
 
 template <class... Classes>
 typename Heap<Classes...>::ListBuffer& Heap<Classes...>::list_buffer(int bitmap_index) const {
   ListBuffer& buffer = block_lists_[bitmap_index];
   if (buffer.ids.get() == nullptr) {
+    buffer.blocks = block_count_;
     buffer.ids = detail::Memory(options_.backend, (block_count_ + 1) * sizeof(std::uint32_t));
     buffer.counters = detail::Memory(options_.backend, 3 * sizeof(std::uint64_t));
     buffer.counters.fill_zero();

@@ -39,13 +39,16 @@ struct HeapInternals {
   BlockHeader* headers = nullptr;
   std::uint64_t data_base = 0;     ///< address of block 0's data segment
   std::uint64_t block_count = 0;
-  std::uint64_t* bitmap_words = nullptr;
+  std::uint64_t* bitmap_words = nullptr;  ///< every bitmap, interleaved word by word (BitmapView's stride)
   BitmapShape bitmap_shape{};
   HeapRuntimeState* state = nullptr;
 
+  /// Level-0 words that cover the heap's blocks (the bitmaps' shape is that of the whole reservation).
+  SOAHEAP_HD std::uint64_t block_words() const { return (block_count + 63) / 64; }
+
   // ---- bitmaps ----------------------------------------------------------------------------------------
   SOAHEAP_HD BitmapView bitmap(int index) const {
-    return BitmapView(bitmap_words + static_cast<std::uint64_t>(index) * bitmap_shape.total_words, bitmap_shape);
+    return BitmapView(bitmap_words + index, bitmap_shape, kBitmapCount);
   }
   SOAHEAP_HD BitmapView free_blocks() const { return bitmap(0); }
   SOAHEAP_HD BitmapView allocated_blocks(int class_index) const { return bitmap(1 + class_index); }
@@ -286,7 +289,7 @@ struct HeapInternals {
     for_each_concrete_subclass<T>([&](auto class_tag) {
       using C = tag_type_t<decltype(class_tag)>;
       const BitmapView allocated = allocated_blocks(class_id<C>);
-      const std::uint64_t words = bitmap_shape.level_words[0];
+      const std::uint64_t words = block_words();
       for (std::uint64_t w = 0; w < words; ++w) {
         std::uint64_t blocks = atomic_load(&allocated.word(0, w));
         while (blocks != 0) {

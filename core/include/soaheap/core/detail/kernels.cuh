@@ -11,8 +11,18 @@
 
 namespace soaheap::detail {
 
-/// Bit @p position of the bit array @p words, read through the read-only cache: for arrays nothing
+/// Bit @p position of @p bitmap's level 0, read through the read-only cache: for bitmaps nothing
 /// writes while the kernel runs (the atomic loads the allocator needs bypass L1).
+SOAHEAP_HD inline bool read_only_bit(const BitmapView& bitmap, std::uint64_t position) {
+  const std::uint64_t* word = bitmap.level0_word(position / 64);
+#if SOAHEAP_DEVICE_CODE
+  const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
+#else
+  const std::uint64_t bits = *word;
+#endif
+  return ((bits >> (position % 64)) & 1u) != 0;
+}
+/// The same for a plain bit array (a plan's own donor bits).
 SOAHEAP_HD inline bool read_only_bit(const std::uint64_t* words, std::uint64_t position) {
   const std::uint64_t* word = words + position / 64;
 #if SOAHEAP_DEVICE_CODE
@@ -27,11 +37,39 @@ SOAHEAP_HD inline bool read_only_bit(const std::uint64_t* words, std::uint64_t p
 template <class View>
 struct InitializeHeadersKernel {
   View view;
-  SOAHEAP_HD void operator()(std::uint64_t block) const {
+  std::uint64_t first = 0;  ///< the first block to initialize (a growing heap's new ones)
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    const std::uint64_t block = first + index;
     view.headers[block].allocation = kInvalidatedBitmap;
     view.headers[block].iteration = 0;
     view.headers[block].class_id = kNoClass;
     view.headers[block].reserved = 0;
+  }
+};
+
+/// Publishes blocks whose free bits were written by copy (a growing heap's new blocks, see
+/// heap_growth.cuh): one thread per level-0 word from @p first_word, blocks up to @p blocks.
+template <class View>
+struct PublishGrownBlocksKernel {
+  View view;
+  std::uint64_t first_word;
+  std::uint64_t blocks;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    view.free_blocks().refresh_parents(first_word + index);
+    if (index == 0) atomic_max(&view.state->published_blocks, blocks);
+  }
+};
+
+/// Takes blocks [64·first_word, @p end) out of the free bitmap (trim: their memory goes back).
+template <class View>
+struct UnmapFreeWordsKernel {
+  View view;
+  std::uint64_t first_word;
+  std::uint64_t end;
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    const std::uint64_t word = first_word + index;
+    const std::uint64_t bits = end >= word * 64 + 64 ? ~std::uint64_t{0} : low_bits(static_cast<int>(end - word * 64));
+    view.free_blocks().clear_in_word(word, bits);
   }
 };
 
@@ -447,8 +485,8 @@ struct RebuildCandidatesKernel {
 
 /// Stream-compaction predicate: is bit i of a bitmap's level 0 set?
 struct BitIsSet {
-  const std::uint64_t* level0;
-  SOAHEAP_HD bool operator()(std::uint32_t index) const { return (level0[index / 64] >> (index % 64)) & 1u; }
+  BitmapView bitmap;
+  SOAHEAP_HD bool operator()(std::uint32_t index) const { return (*bitmap.level0_word(index / 64) >> (index % 64)) & 1u; }
 };
 
 }  // namespace soaheap::detail

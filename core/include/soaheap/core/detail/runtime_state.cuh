@@ -50,6 +50,16 @@ struct EnumerationClock {
   SOAHEAP_HD std::uint64_t total_nanoseconds() const { return nanoseconds + interval(0) + interval(1); }
 };
 
+/// What a kernel that ran out of blocks and the host thread that maps more tell each other
+/// (heap_growth.cuh). Pinned host memory on cuda, so both sides see it while the kernel runs.
+struct GrowthChannel {
+  std::uint64_t request;  ///< blocks the heap should have (kernels raise it)
+  std::uint64_t grant;    ///< blocks mapped, their free bits written (the host raises it)
+  std::uint64_t refused;  ///< the last request the host could not meet (GrowthRefusal in refused_reason)
+  std::uint64_t refused_reason;
+};
+enum class GrowthRefusal : std::uint64_t { none = 0, max_bytes = 1, device_memory = 2, capacity = 3 };
+
 /// Device-side state of a heap that changes at runtime (written by the host between kernels).
 struct HeapRuntimeState {
   std::uint64_t error;                     ///< first error recorded since the last host check
@@ -68,6 +78,15 @@ struct HeapRuntimeState {
   /// filled up (kPackedContendedRounds with HeapOptions::pack_allocations, else 0). Set once.
   int contended_rounds;
   UntypedCounters untyped;                 ///< malloc/free counters (untyped_memory.cuh)
+  /// A heap that grows: the channel to its grower (nullptr for a fixed heap), the blocks whose free
+  /// bits kernels have made visible (their upper bitmap levels set), and the most blocks a kernel may
+  /// grow the heap to (the blocks whose headers and bitmap words exist; raised between kernels).
+  GrowthChannel* growth;
+  std::uint64_t published_blocks;
+  std::uint64_t block_limit;
+  /// Growable heaps take the lowest free blocks (random only within 4096 blocks), so that live
+  /// blocks gather at the start and trim() finds whole chunks free at the end.
+  int lowest_first;
   EnumerationClock enumeration_clock;      ///< parallel_do's enumeration time on cuda, when timed
 };
 

@@ -21,6 +21,7 @@
 #include <soaheap/base/portability.cuh>
 #include <soaheap/core/bitmap.cuh>
 #include <soaheap/core/detail/block_runs.cuh>
+#include <soaheap/core/detail/heap_growth.cuh>
 #include <soaheap/core/detail/runtime_state.cuh>
 #include <soaheap/core/heap_layout.cuh>
 #include <soaheap/core/untyped_layout.cuh>
@@ -250,10 +251,10 @@ SOAHEAP_HD std::uint64_t take_free_block(const Heap& heap, const SlotClass& slot
   std::uint64_t block = BitmapView::kNotFound;
   no_run = false;
   if (slot_class.span == 1) {
-    block = heap.free_blocks().clear_any(seed);
+    block = heap.free_blocks().clear_any(seed, heap.state->lowest_first != 0 ? 2 : BitmapView::kMaxLevelsAny);
   } else {
     const auto span = static_cast<std::uint64_t>(slot_class.span);
-    const std::uint64_t first = find_run(heap, span, mix_seed(seed) % heap.bitmap_shape.level_words[0]);
+    const std::uint64_t first = find_run(heap, span, heap.state->lowest_first != 0 ? 0 : mix_seed(seed) % heap.block_words());
     no_run = first == BitmapView::kNotFound;
     if (!no_run && claim_run(heap, first, span)) block = first;
   }
@@ -328,8 +329,14 @@ SOAHEAP_HD Reservation reserve(const Heap& heap, const SlotClass& slot_class, in
     // otherwise be missed by a thread that looked in the short window before it was published).
     // A failed take with free blocks left only lost races to other takers: try again.
     const bool none_free = slot_class.span == 1 ? heap.free_blocks().appears_empty() : no_run;
-    if (active.appears_empty() && none_free && out_of_memory_stands(heap, empty_rounds))
+    if (active.appears_empty() && none_free && out_of_memory_stands(heap, empty_rounds)) {
+      // A growable heap asks the host for more blocks and looks again (heap_growth.cuh).
+      if (grow_heap(heap, static_cast<std::uint64_t>(slot_class.span))) {
+        empty_rounds = 0;
+        continue;
+      }
       return {0, 0, HeapErrorKind::out_of_memory};
+    }
   }
   return {0, 0, HeapErrorKind::allocation_starved};
 }

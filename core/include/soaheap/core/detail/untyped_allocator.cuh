@@ -52,7 +52,7 @@ struct Untyped {
       record(view, HeapErrorKind::untyped_out_of_memory, bytes);
       return nullptr;
     }
-    const std::uint64_t words = view.bitmap_shape.level_words[0];
+    const std::uint64_t words = view.block_words();
     int rounds_without_run = 0;
     for (int round = 0; round < kMaxAllocationRounds; ++round) {
       atomic_fetch_add(&view.state->blocks_in_transit, 1);  // claimed bits may be given back
@@ -69,7 +69,10 @@ struct Untyped {
         return reinterpret_cast<void*>(view.data_address(first));
       }
       atomic_fetch_add(&view.state->blocks_in_transit, ~std::uint64_t{0});
-      if (first == BitmapView::kNotFound && out_of_memory_stands(view, rounds_without_run)) break;
+      if (first == BitmapView::kNotFound && out_of_memory_stands(view, rounds_without_run)) {
+        if (!grow_heap(view, length)) break;  // a growable heap appends blocks, and the run fits there
+        rounds_without_run = 0;
+      }
     }
     record(view, HeapErrorKind::untyped_out_of_memory, bytes);
     return nullptr;

@@ -56,7 +56,8 @@ inline bool is_untyped_error(HeapErrorKind kind) {
 /// Throws the exception for an untyped error that a kernel recorded (@p payload: the requested size,
 /// the freed address or the alignment).
 [[noreturn]] inline void throw_untyped_error(HeapErrorKind kind, std::uint64_t payload, std::uint64_t block_count,
-                                             std::uint64_t heap_bytes, std::uint64_t block_bytes) {
+                                             std::uint64_t heap_bytes, std::uint64_t block_bytes,
+                                             const std::string& advice) {
   std::ostringstream message;
   message << "soaheap: ";
   switch (kind) {
@@ -66,7 +67,7 @@ inline bool is_untyped_error(HeapErrorKind kind) {
                                               " contiguous blocks)"
                                         : std::string())
               << ": the " << heap_bytes << "-byte heap of " << block_count << " blocks of " << block_bytes
-              << " bytes has no room for it; malloc returned nullptr. Free memory or create a larger heap";
+              << " bytes has no room for it; malloc returned nullptr. " << advice;
       throw out_of_memory(message.str());
     case HeapErrorKind::free_of_unallocated_memory:
       message << "soaheap::free of 0x" << std::hex << payload << std::dec

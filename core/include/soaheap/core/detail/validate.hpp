@@ -44,16 +44,17 @@ void Heap<Classes...>::validate(Validation level) const {
   // 1. Every bitmap level agrees with the one below, and no bit lies beyond the heap.
   for (int b = 0; b < Internals::kBitmapCount; ++b) {
     const BitmapView bitmap = view.bitmap(b);
-    for (int level = 0; level < shape_.level_count; ++level) {
-      const std::uint64_t bits = level == 0 ? block_count_ : shape_.level_words[level - 1];
-      for (std::uint64_t w = 0; w < shape_.level_words[level]; ++w) {
+    const BitmapShape& shape = snapshot.shape;
+    for (int level = 0; level < shape.level_count; ++level) {
+      const std::uint64_t bits = level == 0 ? block_count_ : shape.level_words[level - 1];
+      for (std::uint64_t w = 0; w < shape.level_words[level]; ++w) {
         const std::uint64_t value = bitmap.word(level, w);
         const std::uint64_t first = w * 64;
         const int valid_bits = bits > first ? static_cast<int>(bits - first < 64 ? bits - first : 64) : 0;
         if ((value & ~detail::low_bits(valid_bits)) != 0)
           detail::InvariantReport::fail(first, nullptr, "bitmap ", b, " level ", level, " word ", w,
                                         " has bits set beyond its size");
-        if (level + 1 < shape_.level_count) {
+        if (level + 1 < shape.level_count) {
           const bool parent = (bitmap.word(level + 1, w / 64) >> (w % 64)) & 1u;
           if (parent != (value != 0))
             detail::InvariantReport::fail(first, nullptr, "bitmap ", b, " level ", level + 1, " bit ", w, " is ",
@@ -65,9 +66,16 @@ void Heap<Classes...>::validate(Validation level) const {
 
   // 2. Each block is free or allocated to exactly one class, and its header and states agree.
   std::uint64_t blocks_in_use = 0;
+  const std::uint64_t mapped = mapped_blocks_.load();
   for (std::uint64_t block = 0; block < block_count_; ++block) {
     const BlockHeader& header = view.headers[block];
     const bool is_free = view.free_blocks().get(block);
+    if (block >= mapped) {  // a growable heap's block without memory: in no bitmap at all
+      bool listed = is_free || detail::untyped_owner_count(view, block) != 0;
+      for (int c = 0; c < kClassCount; ++c) listed = listed || view.allocated_blocks(c).get(block);
+      if (listed) detail::InvariantReport::fail(block, nullptr, "block above the ", mapped, " mapped blocks is in a bitmap");
+      continue;
+    }
     blocks_in_use += is_free ? 0 : 1;
     int owners = 0;
     int owner = -1;

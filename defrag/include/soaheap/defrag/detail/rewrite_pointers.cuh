@@ -74,7 +74,7 @@ struct PassRelocation {
   /// read-only cache instead of with the atomic (L1-bypassing) loads the allocator needs.
   SOAHEAP_HD bool is_source(std::uint64_t block) const {
     if (block >= plan.first_target) return false;
-    return read_only_bit(view.defrag_candidates(plan.class_index).words(), block);
+    return read_only_bit(view.defrag_candidates(plan.class_index), block);
   }
 };
 

@@ -310,7 +310,7 @@ std::exception_ptr migration_step(HeapT& heap, Transport& transport, std::uint64
         std::uint32_t* blocks = scratch.fresh_blocks.template as<std::uint32_t>() + group_base;
         group_base += groups;
         heap.launch(groups, FillWordsKernel<std::uint32_t>{blocks, kNoFreshBlock});
-        heap.launch(view.bitmap_shape.level_words[0],
+        heap.launch(view.block_words(),
                     ClaimFreshBlocksKernel<View, C>{view, words + layout.claimed() + k, blocks, groups, arrivals});
         fresh_blocks = blocks;
       }

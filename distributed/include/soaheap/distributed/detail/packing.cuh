@@ -288,7 +288,7 @@ struct ClaimFreshBlocksKernel {
   SOAHEAP_HD void operator()(std::uint64_t word) const {
     if (atomic_load(claimed) >= groups) return;
     const soaheap::BitmapView free_bits = view.free_blocks();
-    std::uint64_t bits = atomic_load(free_bits.words() + word);
+    std::uint64_t bits = atomic_load(free_bits.level0_word(word));
     while (bits != 0) {
       const std::uint64_t block = word * 64 + static_cast<std::uint64_t>(soaheap::detail::lowest_set_bit(bits));
       bits &= bits - 1;

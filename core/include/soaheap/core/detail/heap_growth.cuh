@@ -1,0 +1,234 @@
+#pragma once
+/// @file heap_growth.cuh
+/// @brief How a heap grows while a kernel runs: the kernel side (`grow_heap`, called by an
+///        allocation that found no free block) and the host side (`HeapGrower`, a thread that maps
+///        memory when asked).
+///
+/// The protocol, over a GrowthChannel in pinned host memory:
+/// 1. An allocation that finds the heap full raises `request` to the blocks it needs and waits,
+///    at most kGrowthWaitNanoseconds.
+/// 2. The grower thread sees the request, maps data memory for more blocks (a step of about an
+///    eighth of the heap at least, so growth keeps ahead of the allocation rate), writes the free
+///    bits of the new blocks' level-0 words by copy — words no kernel has looked at, since no upper
+///    bitmap level points at them yet — and raises `grant`. When it cannot (max_bytes reached,
+///    no GPU memory, or the blocks whose headers and bitmaps exist used up) it sets `refused`.
+/// 3. Every waiting thread that sees a larger grant sets the upper bitmap levels above the new
+///    words (idempotent, so any number may do it at once) and raises `published_blocks`; the
+///    allocation then tries again and finds the new blocks.
+/// Growth never moves anything: blocks are appended inside the heap's reserved addresses.
+
+#include <soaheap/base/portability.cuh>
+#include <soaheap/core/backend.cuh>
+#include <soaheap/core/detail/runtime_state.cuh>
+#include <soaheap/core/memory.cuh>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace soaheap::detail {
+
+/// Longest a kernel waits for the host to map more memory before its allocation fails.
+inline constexpr std::uint64_t kGrowthWaitNanoseconds = 10'000'000'000ull;
+
+SOAHEAP_HD inline std::uint64_t channel_load(const std::uint64_t* word) { return atomic_load(word); }
+SOAHEAP_HD inline void channel_store(std::uint64_t* word, std::uint64_t value) {
+#if SOAHEAP_DEVICE_CODE
+  *reinterpret_cast<volatile unsigned long long*>(word) = value;  // host memory: no device atomics
+  __threadfence_system();
+#else
+  __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
+#endif
+}
+
+/// Sets the upper bitmap levels above the free bits the grower wrote for blocks [from, to) and
+/// makes them count as published.
+template <class Heap>
+SOAHEAP_HD void publish_grown_blocks(const Heap& heap, std::uint64_t from, std::uint64_t to) {
+  const auto free_bits = heap.free_blocks();
+  for (std::uint64_t w = from / 64; w < (to + 63) / 64; ++w) free_bits.refresh_parents(w);
+  atomic_max(&heap.state->published_blocks, to);
+}
+
+/// @brief Asks the host for @p blocks more blocks and waits for them. True once the heap has grown
+/// (the caller looks for a block again), false when it cannot grow (a fixed heap, the limit, no
+/// memory, or no answer within kGrowthWaitNanoseconds).
+template <class Heap>
+SOAHEAP_HD bool grow_heap(const Heap& heap, std::uint64_t blocks) {
+  GrowthChannel* channel = heap.state->growth;
+  if (channel == nullptr) return false;
+  const std::uint64_t published = atomic_load(&heap.state->published_blocks);
+  const std::uint64_t limit = atomic_load(&heap.state->block_limit);
+  if (published >= limit) return false;
+  const std::uint64_t target = published + blocks < limit ? published + blocks : limit;
+  if (channel_load(&channel->request) < target) channel_store(&channel->request, target);
+#if SOAHEAP_DEVICE_CODE
+  const std::uint64_t start = global_nanoseconds();
+#else
+  const auto start = std::chrono::steady_clock::now();
+#endif
+  for (int round = 0;; ++round) {
+    const std::uint64_t grant = channel_load(&channel->grant);
+    if (grant > published) {
+      memory_fence();
+      publish_grown_blocks(heap, published, grant);
+      return true;
+    }
+    if (channel_load(&channel->refused) >= target) return false;
+#if SOAHEAP_DEVICE_CODE
+    if (global_nanoseconds() - start > kGrowthWaitNanoseconds) return false;
+    __nanosleep(round < 8 ? 256u : 4096u);
+#else
+    if (static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now() - start).count()) > kGrowthWaitNanoseconds)
+      return false;
+    if (round < 8) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+#endif
+    // Another thread may have published a grant we have not seen as larger than our start.
+    if (atomic_load(&heap.state->published_blocks) > published) return true;
+  }
+}
+
+/// @brief The host side: a thread that answers the requests of kernels (and the heap's own calls
+/// between kernels) by calling `grow(target)`, which maps and writes what the new blocks need and
+/// returns the blocks the heap has now or why it could not grow. One growth at a time (`mutex()`).
+class HeapGrower {
+ public:
+  /// Blocks the heap has after the call, and the reason when that is fewer than asked for.
+  struct Result {
+    std::uint64_t blocks;
+    GrowthRefusal refusal;
+  };
+  using Grow = std::function<Result(std::uint64_t target)>;
+
+  HeapGrower(Backend backend, std::uint64_t blocks, Grow grow)
+      : grow_(std::move(grow)) {
+    if (backend == Backend::cuda) {
+      pinned_ = MappedWord(backend, 0, sizeof(GrowthChannel) / sizeof(std::uint64_t));
+      host_ = reinterpret_cast<GrowthChannel*>(pinned_.host());
+      device_ = reinterpret_cast<GrowthChannel*>(pinned_.device());
+#if SOAHEAP_HAS_CUDA
+      SOAHEAP_CUDA_CHECK(cudaGetDevice(&device_index_));
+      // Its copies must not wait for the heap's kernels, which may be waiting for them.
+      SOAHEAP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+#endif
+    } else {
+      host_ = device_ = &own_;
+    }
+    channel_store(&host_->grant, blocks);
+    channel_store(&host_->request, blocks);
+    thread_ = std::thread([this] { run(); });
+  }
+  HeapGrower(const HeapGrower&) = delete;
+  HeapGrower& operator=(const HeapGrower&) = delete;
+  ~HeapGrower() {
+    {
+      std::lock_guard<std::mutex> lock(wake_mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+#if SOAHEAP_HAS_CUDA
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+#endif
+  }
+#if SOAHEAP_HAS_CUDA
+  /// The grower's own stream (cuda): copies on it run while the heap's kernels wait.
+  cudaStream_t stream() const { return stream_; }
+#endif
+
+  /// The channel as kernels see it.
+  GrowthChannel* device_channel() const { return device_; }
+  /// Held for each growth; the heap holds it too while it changes the blocks between kernels.
+  std::mutex& mutex() { return mutex_; }
+
+  /// Grows to at least @p target blocks now, from the calling host thread (between kernels).
+  Result grow_now(std::uint64_t target) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return answer(target);
+  }
+  /// Tells the channel that the heap has @p blocks now (after a trim gave blocks back). The caller
+  /// holds mutex().
+  void reset(std::uint64_t blocks) {
+    channel_store(&host_->grant, blocks);
+    channel_store(&host_->request, blocks);
+    channel_store(&host_->refused, 0);
+  }
+
+  /// Why the last request that could not be met was refused.
+  GrowthRefusal refusal() const { return static_cast<GrowthRefusal>(channel_load(&host_->refused_reason)); }
+  /// Longest time from a kernel's request being seen to its grant, and the growths so far.
+  std::uint64_t longest_answer_nanoseconds() const { return longest_answer_.load(); }
+  std::uint64_t growths() const { return growths_.load(); }
+
+ private:
+  Result answer(std::uint64_t target) {
+    const Result result = grow_(target);
+    if (result.blocks >= target || result.refusal == GrowthRefusal::none) {
+      channel_store(&host_->grant, result.blocks);
+    } else {
+      if (result.blocks > channel_load(&host_->grant)) channel_store(&host_->grant, result.blocks);
+      channel_store(&host_->refused_reason, static_cast<std::uint64_t>(result.refusal));
+      channel_store(&host_->refused, target);
+    }
+    growths_.fetch_add(1);
+    return result;
+  }
+
+  void run() {
+#if SOAHEAP_HAS_CUDA
+    if (stream_ != nullptr) cudaSetDevice(device_index_);
+#endif
+    int idle = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(wake_mutex_);
+        // Polls: a kernel cannot signal a host thread. Quickly while requests come, slowly when idle.
+        wake_.wait_for(lock, std::chrono::microseconds(idle < 100 ? 10 : 1000), [this] { return stop_; });
+        if (stop_) return;
+      }
+      const std::uint64_t request = channel_load(&host_->request);
+      if (request <= channel_load(&host_->grant) || request <= channel_load(&host_->refused)) {
+        ++idle;
+        continue;
+      }
+      idle = 0;
+      const auto start = std::chrono::steady_clock::now();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const std::uint64_t again = channel_load(&host_->request);
+        if (again > channel_load(&host_->grant)) answer(again);
+      }
+      const auto took = static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+      std::uint64_t longest = longest_answer_.load();
+      while (took > longest && !longest_answer_.compare_exchange_weak(longest, took)) {
+      }
+    }
+  }
+
+  Grow grow_;
+  MappedWord pinned_;
+  GrowthChannel own_{};
+  GrowthChannel* host_ = nullptr;
+  GrowthChannel* device_ = nullptr;
+  std::mutex mutex_;
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::atomic<std::uint64_t> longest_answer_{0};
+  std::atomic<std::uint64_t> growths_{0};
+#if SOAHEAP_HAS_CUDA
+  cudaStream_t stream_ = nullptr;
+  int device_index_ = 0;
+#endif
+  std::thread thread_;
+};
+
+}  // namespace soaheap::detail

@@ -1,0 +1,265 @@
+/// @file heap_storage.inl
+/// @brief Definitions of Heap's storage members (heap.cuh declares them): a fixed heap's three
+///        buffers, or a growable heap's reserved ranges, their growth while kernels run
+///        (heap_growth.cuh) and the release of free memory at their end.
+/// Included at the end of heap.cuh; not a header of its own.
+///
+/// A growable heap has three counts of blocks: max_blocks_ (the reservation, what the bitmaps are
+/// shaped for), block_count_ (blocks whose headers and bitmap words are mapped: what kernels index
+/// and the most a running kernel can grow to) and mapped_blocks_ (blocks with data memory and their
+/// free bits set). block_count_ stays at least twice mapped_blocks_ (keep_growth_headroom), so a
+/// kernel can double the heap; it changes only between kernels.
+
+namespace soaheap {
+
+namespace detail {
+inline std::uint64_t round_up(std::uint64_t value, std::uint64_t unit) { return (value + unit - 1) / unit * unit; }
+
+/// Memory of the device a heap is on (cuda) or of the machine (host): what max_bytes defaults to.
+inline std::uint64_t memory_of(Backend backend) {
+  if (backend == Backend::cuda) {
+#if SOAHEAP_HAS_CUDA
+    std::size_t free_bytes = 0, total_bytes = 0;
+    SOAHEAP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return total_bytes;
+#endif
+  }
+  return static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+}  // namespace detail
+
+template <class... Classes>
+std::uint64_t Heap<Classes...>::blocks_for_bytes(std::uint64_t bytes) {
+  // Per block: its data segment, its header, and one bit in each bitmap (plus the upper levels).
+  const double per_block = static_cast<double>(Layout::kDataBytes + sizeof(BlockHeader)) +
+                           Internals::kBitmapCount / 8.0 * (64.0 / 63.0);
+  std::uint64_t blocks = static_cast<std::uint64_t>(static_cast<double>(bytes) / per_block);
+  // Bitmap levels round up to whole words per bitmap; with many bitmaps that can add a block's worth.
+  while (blocks > 1 && blocks * (Layout::kDataBytes + sizeof(BlockHeader)) +
+                               Internals::kBitmapCount * BitmapShape::for_bits(blocks).total_words * sizeof(std::uint64_t) >
+                           bytes)
+    --blocks;
+  return blocks;
+}
+
+template <class... Classes>
+void Heap<Classes...>::make_storage(std::uint64_t initial_blocks) {
+  const Backend backend = options_.backend;
+  std::uint64_t max_blocks = initial_blocks;
+  if (options_.max_bytes != 0) {
+    if (managed())
+      throw usage_error("soaheap: a managed heap cannot grow (max_bytes=" + std::to_string(options_.max_bytes) +
+                        "); give max_bytes = 0 or use HeapMemory::device");
+    const std::uint64_t memory = detail::memory_of(backend);
+    const bool whole_memory = options_.max_bytes == HeapOptions::kAllMemory;
+    if (!whole_memory && options_.max_bytes > memory)
+      throw invalid_argument("soaheap: max_bytes=" + std::to_string(options_.max_bytes) + " is more than the " +
+                             std::string(backend == Backend::cuda ? "GPU's" : "machine's") + " memory (" +
+                             std::to_string(memory) + " bytes)");
+    // Mapping rounds up to whole chunks: headers, each bitmap level and the data may each map up to
+    // one chunk more than they use, which max_bytes must hold too.
+    const std::uint64_t unit = detail::ReservedRange::granularity(backend);
+    const std::uint64_t limit = whole_memory ? memory : options_.max_bytes;
+    const int levels = BitmapShape::for_bits(std::max<std::uint64_t>(blocks_for_bytes(limit), 1)).level_count;
+    const std::uint64_t rounding = static_cast<std::uint64_t>(levels + 1) * unit + detail::round_up(64 * Layout::kDataBytes, unit);
+    max_blocks = limit > rounding ? blocks_for_bytes(limit - rounding) : 0;
+    if (max_blocks > 0xffffffffull) max_blocks = 0xffffffffull;
+    if (max_blocks < initial_blocks)
+      throw invalid_argument("soaheap: max_bytes=" + std::to_string(options_.max_bytes) +
+                             " is smaller than the heap's initial size (bytes=" + std::to_string(options_.bytes) +
+                             ", objects=" + std::to_string(options_.objects) + ": " + std::to_string(initial_blocks) +
+                             " blocks, and up to " + std::to_string(rounding) + " bytes of chunk rounding)");
+  }
+  if (max_blocks == initial_blocks) {  // a fixed heap: one allocation each, no virtual-memory calls
+    block_count_ = max_blocks_ = initial_blocks;
+    mapped_blocks_ = initial_blocks;
+    shape_ = BitmapShape::for_bits(block_count_);
+    const std::uint64_t data_bytes = block_count_ * Layout::kDataBytes;
+    const std::uint64_t header_bytes = block_count_ * sizeof(BlockHeader);
+    const std::uint64_t bitmap_bytes = Internals::kBitmapCount * shape_.total_words * sizeof(std::uint64_t);
+    if (managed()) refuse_oversubscription(data_bytes + header_bytes + bitmap_bytes);
+    data_ = detail::GrowableMemory::fixed(backend, data_bytes, managed());
+    headers_ = detail::GrowableMemory::fixed(backend, header_bytes, managed());
+    bitmaps_ = detail::GrowableMemory::fixed(backend, bitmap_bytes, managed());
+    max_bytes_ = resident_bytes();
+    return;
+  }
+  max_blocks_ = max_blocks;
+  max_bytes_ = options_.max_bytes == HeapOptions::kAllMemory ? detail::memory_of(backend) : options_.max_bytes;
+  shape_ = BitmapShape::for_bits(max_blocks_);
+  const std::uint64_t mapped = std::min(max_blocks_, detail::round_up(initial_blocks, 64));
+  // Data in chunks of 64 blocks (the device's granularity, 2 MiB, where that is more): trim gives
+  // back whole chunks, growth maps at least one. Headers and bitmaps in the smallest chunks.
+  data_ = detail::GrowableMemory::reserved(backend, max_blocks_ * Layout::kDataBytes, 64 * Layout::kDataBytes);
+  headers_ = detail::GrowableMemory::reserved(backend, max_blocks_ * sizeof(BlockHeader), 1);
+  bitmaps_ = detail::GrowableMemory::reserved(backend, Internals::kBitmapCount * shape_.total_words * sizeof(std::uint64_t), 1);
+  const std::uint64_t capacity = std::min(max_blocks_, detail::round_up(2 * mapped, 64));
+  if (!data_.ensure(mapped * Layout::kDataBytes) || !commit_metadata(capacity))
+    throw out_of_memory("soaheap: mapping the initial " + std::to_string(mapped) + " blocks of a growable heap failed");
+  block_count_ = capacity;
+  growth_limit_ = capacity;
+  mapped_blocks_ = mapped;
+  if (backend == Backend::cuda)  // ones for every level-0 word of the reservation, then one for a partial word
+    free_word_staging_ = detail::MappedWord(backend, ~std::uint64_t{0}, static_cast<int>(shape_.level_words[0] + 1));
+  grower_ = std::make_unique<detail::HeapGrower>(backend, mapped,
+                                                 [this](std::uint64_t target) { return map_blocks(target); });
+}
+
+template <class... Classes>
+bool Heap<Classes...>::commit_metadata(std::uint64_t blocks) {
+  if (!headers_.ensure(blocks * sizeof(BlockHeader))) return false;
+  constexpr std::uint64_t kStrideBytes = Internals::kBitmapCount * sizeof(std::uint64_t);
+  std::uint64_t level_bits = blocks;
+  for (int level = 0; level < shape_.level_count; ++level) {
+    const std::uint64_t words = (level_bits + 63) / 64;
+    if (!bitmaps_.ensure_range(shape_.level_offset[level] * kStrideBytes,
+                               (shape_.level_offset[level] + words) * kStrideBytes, true))
+      return false;
+    level_bits = words;
+  }
+  return true;
+}
+
+template <class... Classes>
+void Heap<Classes...>::extend_capacity(std::uint64_t blocks) {
+  if (blocks <= block_count_ || block_count_ >= max_blocks_) return;
+  synchronize();
+  std::lock_guard<std::mutex> lock(grower_->mutex());
+  std::uint64_t capacity = std::min(max_blocks_, detail::round_up(std::max(blocks, 2 * block_count_), 64));
+  if (!commit_metadata(capacity)) {
+    capacity = std::min(max_blocks_, detail::round_up(blocks, 64));
+    if (!commit_metadata(capacity)) return;  // no memory even for headers: kernels will report it
+  }
+  const std::uint64_t before = block_count_;
+  executor_.run(capacity - before, detail::InitializeHeadersKernel<Internals>{make_internals(), before});
+  block_count_ = capacity;
+  growth_limit_ = capacity;
+  runtime_.copy_from_host(offsetof(detail::HeapRuntimeState, block_limit), &capacity, sizeof(capacity));
+  for (ListBuffer& buffer : block_lists_)  // made for fewer blocks: made again on next use
+    if (buffer.blocks < capacity) buffer = ListBuffer{};
+}
+
+template <class... Classes>
+void Heap<Classes...>::keep_growth_headroom() {
+  const std::uint64_t mapped = mapped_blocks_.load();
+  if (2 * mapped > block_count_ && block_count_ < max_blocks_) extend_capacity(2 * mapped);
+  publish_grown_blocks();
+}
+
+template <class... Classes>
+detail::HeapGrower::Result Heap<Classes...>::map_blocks(std::uint64_t target) {
+  const std::uint64_t mapped = mapped_blocks_.load();
+  if (target <= mapped) return {mapped, detail::GrowthRefusal::none};
+  const std::uint64_t limit = growth_limit_.load();
+  const detail::GrowthRefusal at_limit = limit >= max_blocks_ ? detail::GrowthRefusal::max_bytes : detail::GrowthRefusal::capacity;
+  if (mapped >= limit) return {mapped, at_limit};
+  // A step of an eighth of the heap at least: growth keeps ahead of the allocation rate, and
+  // resident memory stays within about 1/8 of what is allocated.
+  const std::uint64_t step = std::max<std::uint64_t>(64, detail::round_up(mapped / 8, 64));
+  std::uint64_t goal = std::min(limit, detail::round_up(std::max(target, mapped + step), 64));
+  if (!data_.ensure(goal * Layout::kDataBytes)) {
+    goal = std::min(limit, detail::round_up(target, 64));
+    if (!data_.ensure(goal * Layout::kDataBytes)) return {mapped, detail::GrowthRefusal::device_memory};
+  }
+  write_free_words(mapped, goal);
+  mapped_blocks_ = goal;
+  return {goal, goal >= target ? detail::GrowthRefusal::none : at_limit};
+}
+
+template <class... Classes>
+void Heap<Classes...>::write_free_words(std::uint64_t from, std::uint64_t to) {
+  const BitmapView free_bits = make_internals().free_blocks();
+  const std::uint64_t first = from / 64;
+  const std::uint64_t end = (to + 63) / 64;
+  const auto value = [&](std::uint64_t word) {
+    return to >= word * 64 + 64 ? ~std::uint64_t{0} : detail::low_bits(static_cast<int>(to - word * 64));
+  };
+  if (options_.backend == Backend::host) {
+    for (std::uint64_t w = first; w < end; ++w) detail::atomic_store(free_bits.level0_word(w), value(w));
+    return;
+  }
+#if SOAHEAP_HAS_CUDA
+  // Whole words from a pinned word of ones, one strided copy on the grower's stream (no kernel:
+  // the heap's kernels may fill the GPU while they wait for this); then the last, partial word.
+  std::uint64_t* staging = free_word_staging_.host();
+  std::uint64_t* partial = staging + shape_.level_words[0];
+  const std::uint64_t whole = value(end - 1) == ~std::uint64_t{0} ? end - first : end - first - 1;
+  const cudaStream_t stream = grower_->stream();
+  if (whole != 0)
+    SOAHEAP_CUDA_CHECK(cudaMemcpy2DAsync(free_bits.level0_word(first), Internals::kBitmapCount * sizeof(std::uint64_t),
+                                         staging, sizeof(std::uint64_t), sizeof(std::uint64_t), whole,
+                                         cudaMemcpyHostToDevice, stream));
+  if (whole != end - first) {
+    *partial = value(end - 1);
+    SOAHEAP_CUDA_CHECK(cudaMemcpyAsync(free_bits.level0_word(end - 1), partial, sizeof(std::uint64_t),
+                                       cudaMemcpyHostToDevice, stream));
+  }
+  SOAHEAP_CUDA_CHECK(cudaStreamSynchronize(stream));
+#endif
+}
+
+template <class... Classes>
+void Heap<Classes...>::publish_grown_blocks() const {
+  const std::uint64_t mapped = mapped_blocks_.load();
+  if (grower_ == nullptr || mapped <= published_host_) return;
+  // Idempotent: waiting kernels may have published some of these already.
+  const std::uint64_t first = published_host_ / 64;
+  executor_.run((mapped + 63) / 64 - first, detail::PublishGrownBlocksKernel<Internals>{make_internals(), first, mapped});
+  published_host_ = mapped;
+}
+
+template <class... Classes>
+bool Heap<Classes...>::reserve_blocks(std::uint64_t blocks) {
+  if (blocks <= mapped_block_count()) return true;
+  if (!growable()) return false;
+  extend_capacity(blocks);
+  const detail::HeapGrower::Result result = grower_->grow_now(blocks);
+  publish_grown_blocks();
+  return result.blocks >= blocks;
+}
+
+template <class... Classes>
+std::uint64_t Heap<Classes...>::release_free_memory() {
+  if (!growable()) return 0;
+  synchronize();
+  std::lock_guard<std::mutex> lock(grower_->mutex());
+  const std::uint64_t mapped = mapped_blocks_.load();
+  // The highest block in use (not free): everything above it may go.
+  const std::uint64_t words = (mapped + 63) / 64;
+  std::vector<std::uint64_t> free_words(words);
+  const std::uint64_t* level0 = make_internals().free_blocks().level0_word(0);
+  constexpr std::uint64_t kStride = Internals::kBitmapCount;
+  if (options_.backend == Backend::host) {
+    for (std::uint64_t w = 0; w < words; ++w) free_words[w] = level0[w * kStride];
+  } else {
+#if SOAHEAP_HAS_CUDA
+    SOAHEAP_CUDA_CHECK(cudaMemcpy2D(free_words.data(), sizeof(std::uint64_t), level0, kStride * sizeof(std::uint64_t),
+                                    sizeof(std::uint64_t), words, cudaMemcpyDeviceToHost));
+#endif
+  }
+  std::uint64_t in_use_end = 0;  // one past the highest block in use
+  for (std::uint64_t w = words; w-- > 0;) {
+    const std::uint64_t valid = mapped >= w * 64 + 64 ? ~std::uint64_t{0} : detail::low_bits(static_cast<int>(mapped - w * 64));
+    const std::uint64_t used = ~free_words[w] & valid;
+    if (used != 0) {
+      in_use_end = w * 64 + static_cast<std::uint64_t>(detail::highest_set_bit(used)) + 1;
+      break;
+    }
+  }
+  // Keep whole chunks up to the one holding the last block in use, and every block inside them.
+  const std::uint64_t chunk = data_.chunk_bytes();
+  const std::uint64_t kept_bytes = detail::round_up(std::max<std::uint64_t>(in_use_end, 1) * Layout::kDataBytes, chunk);
+  const std::uint64_t keep = std::min(mapped, kept_bytes / Layout::kDataBytes / 64 * 64);
+  if (keep >= mapped || keep < in_use_end) return 0;
+  executor_.run((mapped + 63) / 64 - keep / 64, detail::UnmapFreeWordsKernel<Internals>{make_internals(), keep / 64, mapped});
+  executor_.synchronize();
+  const std::uint64_t before = data_.resident_bytes();
+  data_.release_above(keep * Layout::kDataBytes);
+  mapped_blocks_ = keep;
+  published_host_ = keep;
+  runtime_.copy_from_host(offsetof(detail::HeapRuntimeState, published_blocks), &keep, sizeof(keep));
+  grower_->reset(keep);
+  return before - data_.resident_bytes();
+}
+
+}  // namespace soaheap
