@@ -180,6 +180,7 @@ inline constexpr std::string_view every_key = "every";
 inline constexpr std::string_view mass_threshold_key = "mass_threshold";
 inline constexpr std::string_view auto_budget_key = "auto_budget";
 inline constexpr std::string_view locality_window_key = "locality_window";
+inline constexpr std::string_view release_memory_key = "release_memory";
 inline constexpr std::string_view classes_key = "classes";
 inline constexpr std::string_view order_key = "order";
 
@@ -190,7 +191,7 @@ inline const std::vector<std::string_view>& top_level_keys() {
 inline const std::vector<std::string_view>& defrag_table_keys() {
   static const std::vector<std::string_view> keys{
       policy_key,         factor_key,      retained_candidates_key, min_compactions_key, every_key,
-      mass_threshold_key, auto_budget_key, locality_window_key,     classes_key};
+      mass_threshold_key, auto_budget_key, locality_window_key,     release_memory_key,  classes_key};
   return keys;
 }
 inline const std::vector<std::string_view>& class_table_keys() {
@@ -294,6 +295,17 @@ inline text_reading<double> auto_budget_from_text(std::string_view text) {
   const double share = percent ? value / 100.0 : value;
   if (!(share > 0.0 && share <= 1.0)) return {std::nullopt, "the share must be above 0 and at most 100 % (1.0)"};
   return {share, {}};
+}
+
+/// @brief Why a boolean setting was rejected (files take a boolean, the environment one of these words).
+inline constexpr std::string_view boolean_problem = "expected one of \"true\", \"false\", \"1\", \"0\", \"on\", \"off\"";
+
+/// @brief Reads a switch from text: "true", "1" or "on" for on, "false", "0" or "off" for off; lower
+///        case only, like the policy names, and nothing around them.
+inline text_reading<bool> boolean_from_text(std::string_view text) {
+  if (text == "true" || text == "1" || text == "on") return {true, {}};
+  if (text == "false" || text == "0" || text == "off") return {false, {}};
+  return {std::nullopt, std::string(boolean_problem)};
 }
 
 inline std::string show_mass_threshold(const MassThreshold& threshold) {

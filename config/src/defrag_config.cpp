@@ -64,6 +64,14 @@ class environment_reader {
     return reading.value;
   }
 
+  std::optional<bool> boolean(const std::string& name) const {
+    const std::optional<std::string> value = text(name);
+    if (!value) return std::nullopt;
+    const text_reading<bool> reading = boolean_from_text(*value);
+    if (!reading.value) fail(name, *value, reading.problem);
+    return reading.value;
+  }
+
   std::optional<std::string> order(const std::string& name) const {
     std::optional<std::string> value = text(name);
     if (!value) return std::nullopt;
@@ -198,6 +206,7 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
   if (auto window = environment.integer(defrag_env::locality_window, detail::locality_window_range)) {
     config.locality_window = *window;
   }
+  if (auto release = environment.boolean(defrag_env::release_memory)) config.release_memory = *release;
 
   for (const char* prefix : {defrag_env::class_factor_prefix, defrag_env::class_retained_candidates_prefix,
                              defrag_env::class_min_compactions_prefix, defrag_env::class_locality_window_prefix,

@@ -42,6 +42,7 @@ struct json_adapter {
   }
   static long long integer(const node& value) { return value.get<long long>(); }
   static std::string string(const node& value) { return value.get<std::string>(); }
+  static bool boolean(const node& value) { return value.get<bool>(); }
   static std::string as_written(const node& value) { return value.dump(); }
   static source_position position(const node&) { return {}; }
   template <class Function>

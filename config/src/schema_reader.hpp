@@ -12,6 +12,7 @@
 ///  - `static value_kind kind(const node&)`
 ///  - `static long long integer(const node&)` (valid for value_kind::integer)
 ///  - `static std::string string(const node&)` (valid for value_kind::string)
+///  - `static bool boolean(const node&)` (valid for value_kind::boolean)
 ///  - `static std::string as_written(const node&)` (scalars, for messages)
 ///  - `static source_position position(const node&)`
 ///  - `template <class F> static void for_each_member(const node&, F f)`,
@@ -192,6 +193,16 @@ class schema_reader {
     return *budget.value;
   }
 
+  // A switch: a boolean, never a string or a number (types are not converted).
+  bool read_boolean(const node& value, const std::string& path) const {
+    const value_kind kind = Adapter::kind(value);
+    if (kind != value_kind::boolean) {
+      throw_bad_value(value_site(value, path), describe_value(value),
+                      "expected a boolean (true or false), got " + std::string(kind_in_words(kind)));
+    }
+    return Adapter::boolean(value);
+  }
+
   void read_defrag_table(const std::string& defrag_key, const node& defrag) {
     const std::string defrag_path = append_key({}, defrag_key);
     require_table(defrag, defrag_path, "defragmentation settings");
@@ -214,6 +225,8 @@ class schema_reader {
         config_.auto_budget = read_auto_budget(value, path);
       } else if (key == locality_window_key) {
         config_.locality_window = read_integer(value, path, locality_window_range);
+      } else if (key == release_memory_key) {
+        config_.release_memory = read_boolean(value, path);
       } else if (key == classes_key) {
         read_classes_table(value, path);
       } else {

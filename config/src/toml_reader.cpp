@@ -42,6 +42,7 @@ struct toml_adapter {
   }
   static long long integer(const node& value) { return value.as_integer()->get(); }
   static std::string string(const node& value) { return value.as_string()->get(); }
+  static bool boolean(const node& value) { return value.as_boolean()->get(); }
   static std::string as_written(const node& value) {
     if (const auto* number = value.as_integer()) return std::to_string(number->get());
     if (const auto* number = value.as_floating_point()) return format_decimal(number->get());

@@ -63,6 +63,7 @@ class AppRun {
       if (Heap::class_is_abstract(c) || Heap::capacity_of_class(c) < 2) continue;
       heap.set_defrag_factor(c, session_.config().factor_for(Heap::class_name(c)));
     }
+    device_free_start_ = device_free_least_ = device_free_bytes();
     if (session_.sample_due(0)) session_.sample(heap.stats(), 0);
   }
 
@@ -82,6 +83,10 @@ class AppRun {
     // The policy counts completed iterations, as the profile does: every:M fires after M, 2M, ...
     const std::vector<soaheap::DefragResult> results = policy_.maybe_defrag(heap_, done);
     session_.record(done, results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (heap_.growable()) {  // memory over time; a fixed heap holds the same all along
+      peak_resident_ = std::max(peak_resident_, heap_.resident_bytes());
+      device_free_least_ = std::min(device_free_least_, device_free_bytes());
+    }
   }
 
   /// @brief Defines order @p name ("field:NAME" or "key:NAME") of concrete class C: the policy then
@@ -114,13 +119,46 @@ class AppRun {
     figures.stats = heap_.stats();
     figures.peak_allocated_blocks = heap_.peak_allocated_blocks();
     figures.enumeration_seconds = heap_.enumeration_seconds();
+    figures.peak_resident_bytes = std::max(peak_resident_, heap_.resident_bytes());
+    figures.device_free_start = device_free_start_;
+    figures.device_free_least = std::min(device_free_least_, device_free_bytes());
+    figures.resident_before_trim = figures.resident_after_trim = heap_.resident_bytes();
+    if (heap_.growable()) {  // after the timed part: what giving memory back would leave
+      figures.resident_after_trim = soaheap::trim(heap_).resident_after;
+      figures.longest_growth_ns = heap_.longest_growth_nanoseconds();
+    }
+    figures.device_free_end = device_free_bytes();
     return session_.finish(figures, self_check_passed, extra);
   }
 
  private:
+  /// The device's free memory (cuda), 0 on the host backend.
+  std::uint64_t device_free_bytes() const {
+#if SOAHEAP_HAS_CUDA
+    if (heap_.backend() == soaheap::Backend::cuda) {
+      std::size_t free_bytes = 0, total_bytes = 0;
+      if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) return free_bytes;
+    }
+#endif
+    return 0;
+  }
+
   Session session_;
   soaheap::DefragPolicy policy_;
   Heap& heap_;
+  std::uint64_t peak_resident_ = 0;
+  std::uint64_t device_free_start_ = 0;
+  std::uint64_t device_free_least_ = 0;
 };
+
+/// @brief The heap options of an application (@p fixed: its own sizing), or a growing heap when
+/// the run asks for one (--grow-from-mib, --max-heap-mib).
+inline soaheap::HeapOptions heap_options_for(soaheap::HeapOptions fixed, const AppOptions& options) {
+  if (options.heap_start_bytes == 0) return fixed;
+  fixed.objects = 0;
+  fixed.bytes = options.heap_start_bytes;
+  fixed.max_bytes = options.heap_max_bytes != 0 ? options.heap_max_bytes : soaheap::HeapOptions::kAllMemory;
+  return fixed;
+}
 
 }  // namespace soaheap_app

@@ -49,7 +49,7 @@ int run_checked_simulation(const char* app, const AppOptions& options, const Mod
     return compare(reference_after<Reference>(options.iterations, checked_model), checked_model, checked);
   };
 
-  Heap heap(Simulation::heap_options(model, options.backend));
+  Heap heap(soaheap_app::heap_options_for(Simulation::heap_options(model, options.backend), options));
   AppRun<Heap> run(app, options, heap);
   if constexpr (defines_orders<Simulation, Heap>::value) Simulation::define_orders(run);
   simulate(Simulation(model), heap, &run);

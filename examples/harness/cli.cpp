@@ -42,6 +42,8 @@ struct Cli::Impl {
   std::string config_file;
   std::string profile_file;
   int profile_interval = 1;
+  std::uint64_t grow_from_mib = 0;
+  std::uint64_t max_heap_mib = 0;
 };
 
 Cli::Cli(const std::string& description) : impl_(std::make_unique<Impl>(description)) {}
@@ -83,6 +85,13 @@ Cli::Cli(const std::string& description, AppDefaults defaults, bool gpu_availabl
   cli.add_option("--profile-interval", c.profile_interval, "Record one profile sample every this many iterations")
       ->check(at_least(1))
       ->capture_default_str();
+  cli.add_option("--grow-from-mib", c.grow_from_mib,
+                 "Start the heap at this many MiB and let it grow as the run needs (HeapOptions::max_bytes); "
+                 "0 = a fixed heap sized by the application (default)")
+      ->check(at_least(0));
+  cli.add_option("--max-heap-mib", c.max_heap_mib,
+                 "With --grow-from-mib: the most the heap may grow to, in MiB; 0 = the whole memory (default)")
+      ->check(at_least(0));
 }
 
 Cli::~Cli() = default;
@@ -155,6 +164,8 @@ AppOptions Cli::options() const {
   options.config_file = c.config_file;
   options.profile_file = c.profile_file;
   options.profile_interval = c.profile_interval;
+  options.heap_start_bytes = c.grow_from_mib << 20;
+  options.heap_max_bytes = c.max_heap_mib << 20;
   return options;
 }
 

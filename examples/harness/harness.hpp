@@ -50,6 +50,8 @@ struct AppOptions {
   std::string config_file;       ///< defragmentation configuration (.toml or .json)
   std::string profile_file;      ///< soaheap-profile output; empty = no profile
   int profile_interval = 1;      ///< record one profile sample every this many iterations
+  std::uint64_t heap_start_bytes = 0;  ///< a growing heap starts with this many bytes; 0 = the app's fixed heap
+  std::uint64_t heap_max_bytes = 0;    ///< ... and grows to at most this many (0: the whole memory)
 };
 
 /// @brief A JSON object built key by key (`line["fish"] = 12; line["grid"] = {64, 64};`), printed
@@ -216,6 +218,15 @@ class Session {
   struct HeapFigures {
     soaheap::HeapStats stats;
     std::uint64_t peak_allocated_blocks = 0;
+    std::uint64_t peak_resident_bytes = 0;    ///< the most the heap held at an iteration's end
+    std::uint64_t resident_before_trim = 0;   ///< a growing heap at the end, before and after soaheap::trim
+    std::uint64_t resident_after_trim = 0;
+    std::uint64_t longest_growth_ns = 0;      ///< the longest answer to a kernel that waited for growth
+    /// The device's free memory (cudaMemGetInfo; host: 0) at the start, the least seen at an
+    /// iteration's end, and after the final trim: the heap's saving as the rest of the GPU sees it.
+    std::uint64_t device_free_start = 0;
+    std::uint64_t device_free_least = 0;
+    std::uint64_t device_free_end = 0;
     double enumeration_seconds = 0;
   };
   /// Prints the JSON result line (with @p extra's keys last) and closes the profile.

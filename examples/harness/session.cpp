@@ -142,6 +142,13 @@ int Session::finish(const HeapFigures& heap, bool self_check_passed, const Resul
   line["allocated_blocks"] = heap.stats.allocated_blocks();
   line["block_bytes"] = s.heap.block_bytes;
   line["heap_bytes"] = s.heap.heap_bytes;
+  line["resident_bytes"] = heap.stats.resident_bytes;
+  line["max_bytes"] = heap.stats.max_bytes;
+  line["peak_resident_bytes"] = heap.peak_resident_bytes;
+  line["resident_after_trim"] = heap.resident_after_trim;
+  line["growth_longest_ns"] = heap.longest_growth_ns;
+  // cudaMemGetInfo's free bytes at the start, at the fullest and after the final trim (0 on host).
+  line["device_free_bytes"] = {heap.device_free_start, heap.device_free_least, heap.device_free_end};
   line["fragmentation"] = heap.stats.fragmentation();
   line["defrag_runs"] = s.defrag_runs;
   line["blocks_freed"] = s.blocks_freed;

@@ -33,8 +33,8 @@ Profiler::Profiler(const std::string& path, std::string application, int samplin
 }
 
 void Profiler::attach_described(const std::string& backend, const std::string& device, std::uint64_t heap_bytes,
-                                std::uint64_t block_bytes, const std::vector<ProfiledClass>& classes,
-                                const std::string& config_json) {
+                                std::uint64_t max_bytes, std::uint64_t block_bytes,
+                                const std::vector<ProfiledClass>& classes, const std::string& config_json) {
   if (attached_) throw usage_error("soaheap: Profiler::attach called twice for '" + path_ + "'");
   nlohmann::json config;
   try {
@@ -50,13 +50,18 @@ void Profiler::attach_described(const std::string& backend, const std::string& d
   header["backend"] = backend;
   header["device"] = device;
   header["heap_bytes"] = heap_bytes;
+  // 0: the caller did not say (attach() by figures without it); readers then know no maximum.
+  if (max_bytes != 0) header["max_bytes"] = max_bytes;
   header["block_bytes"] = block_bytes;
   nlohmann::json listed = nlohmann::json::array();
-  for (std::size_t c = 0; c < classes.size(); ++c)
-    listed.push_back({{"id", c},
-                      {"name", classes[c].name},
-                      {"capacity", classes[c].abstract ? 0 : classes[c].capacity},
-                      {"abstract", classes[c].abstract}});
+  for (std::size_t c = 0; c < classes.size(); ++c) {
+    nlohmann::json entry = {{"id", c},
+                            {"name", classes[c].name},
+                            {"capacity", classes[c].abstract ? 0 : classes[c].capacity},
+                            {"abstract", classes[c].abstract}};
+    if (!classes[c].abstract && classes[c].object_bytes != 0) entry["object_bytes"] = classes[c].object_bytes;
+    listed.push_back(std::move(entry));
+  }
   header["classes"] = std::move(listed);
   header["config"] = config.is_object() ? config : nlohmann::json::object({{"value", config}});
   write_line(header.dump());
@@ -75,7 +80,11 @@ void Profiler::sample_stats(const HeapStats& stats, long long iteration) {
                            {"active_blocks", entry.active_blocks},
                            {"candidate_blocks", entry.candidate_blocks}};
   }
-  nlohmann::json record = {{"type", "sample"}, {"iteration", non_negative(iteration)}, {"time_s", elapsed_s()},
+  nlohmann::json record = {{"type", "sample"},
+                           {"iteration", non_negative(iteration)},
+                           {"time_s", elapsed_s()},
+                           {"resident_bytes", stats.resident_bytes},
+                           {"mapped_blocks", stats.mapped_blocks},
                            {"classes", std::move(classes)}};
   // Only programs that use soaheap::malloc get the key, so older readers of theirs keep working.
   if (stats.untyped.blocks() != 0 || stats.untyped.allocations_total != 0)

@@ -9,6 +9,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <soaheap/config/defrag_config.hpp>
 #include <string>
 #include <string_view>
@@ -89,6 +90,7 @@ void expect_same(const DefragConfig& actual, const DefragConfig& expected) {
   EXPECT_DOUBLE_EQ(actual.mass_threshold.value, expected.mass_threshold.value);
   EXPECT_EQ(actual.mass_threshold.is_percent, expected.mass_threshold.is_percent);
   EXPECT_EQ(actual.locality_window, expected.locality_window);
+  EXPECT_EQ(actual.release_memory, expected.release_memory);
   ASSERT_EQ(actual.classes.size(), expected.classes.size());
   for (const auto& [name, settings] : expected.classes) {
     const auto found = actual.classes.find(name);
@@ -358,7 +360,7 @@ TEST(DefragConfigErrors, UnknownKeysAreNamedWithTheAllowedOnes) {
       throws_config_error([] { from_toml("[defrag]\nfactr = 2\n"); },
                           {"<string>:2:1", "defrag.factr", "unknown key",
                            "policy, factor, retained_candidates, min_compactions, every, mass_threshold, auto_budget, "
-                           "locality_window, classes"}));
+                           "locality_window, release_memory, classes"}));
   EXPECT_TRUE(throws_config_error([] { from_toml("[defrag.classes.Fish]\nevery = 2\n"); },
                                   {"defrag.classes.Fish.every", "unknown key",
                                    "allowed in defrag.classes.Fish: factor, retained_candidates, min_compactions, "
@@ -744,3 +746,113 @@ TEST(DefragConfigOrder, BadOrdersNameKeyAndValue) {
   EXPECT_TRUE(throws_config_error([&] { soaheap::validate(config, heap_classes); },
                                   {"defrag.classes.Fish.order = \"field:\""}));
 }
+
+// ---------------------------------------------------------------------------
+// Releasing the memory of free blocks at the end of a growable heap (unset: on for policy auto)
+
+namespace {
+
+TEST(DefragConfigReleaseMemory, DefaultDependsOnThePolicy) {
+  DefragConfig config;
+  EXPECT_FALSE(config.release_memory.has_value()) << "unset by default";
+  const std::pair<DefragPolicyKind, bool> expected[] = {{DefragPolicyKind::automatic, true},
+                                                        {DefragPolicyKind::manual, false},
+                                                        {DefragPolicyKind::every, false},
+                                                        {DefragPolicyKind::mass, false}};
+  for (const auto& [policy, releases] : expected) {
+    SCOPED_TRACE(std::string(soaheap::to_string(policy)));
+    config.policy = policy;
+    EXPECT_EQ(config.releases_memory(), releases);
+  }
+  // Set, it wins over the policy in both directions.
+  config.policy = DefragPolicyKind::automatic;
+  config.release_memory = false;
+  EXPECT_FALSE(config.releases_memory());
+  config.policy = DefragPolicyKind::manual;
+  config.release_memory = true;
+  EXPECT_TRUE(config.releases_memory());
+  // A file that does not mention it leaves it unset; a policy spec does not touch it.
+  EXPECT_FALSE(from_toml("[defrag]\npolicy = \"auto\"\n").release_memory.has_value());
+  EXPECT_TRUE(from_toml("[defrag]\npolicy = \"auto\"\n").releases_memory());
+  EXPECT_FALSE(from_json(R"({"defrag": {"policy": "every", "every": 5}})").releases_memory());
+  soaheap::apply_policy_spec(config, "mass:5000");
+  EXPECT_EQ(config.release_memory, std::optional<bool>(true));
+}
+
+TEST(DefragConfigReleaseMemory, FromTomlAndJson) {
+  const DefragConfig toml_on = from_toml("[defrag]\nrelease_memory = true\n");
+  EXPECT_EQ(toml_on.release_memory, std::optional<bool>(true));
+  EXPECT_TRUE(toml_on.releases_memory()) << "set beats the manual policy's default";
+  const DefragConfig toml_off = from_toml("[defrag]\npolicy = \"auto\"\nrelease_memory = false\n");
+  EXPECT_EQ(toml_off.release_memory, std::optional<bool>(false));
+  EXPECT_FALSE(toml_off.releases_memory()) << "set beats the auto policy's default";
+
+  const DefragConfig json_on = from_json(R"({"defrag": {"policy": "mass", "mass_threshold": 10, "release_memory": true}})");
+  EXPECT_EQ(json_on.release_memory, std::optional<bool>(true));
+  EXPECT_TRUE(json_on.releases_memory());
+  const DefragConfig json_off = from_json(R"({"defrag": {"policy": "auto", "release_memory": false}})");
+  EXPECT_EQ(json_off.release_memory, std::optional<bool>(false));
+  EXPECT_FALSE(json_off.releases_memory());
+  EXPECT_NO_THROW(soaheap::validate(json_off, heap_classes));
+}
+
+TEST(DefragConfigReleaseMemory, FromEnvironmentOverFile) {
+  for (const auto& [text, on] : std::vector<std::pair<std::string, bool>>{
+           {"true", true}, {"1", true}, {"on", true}, {"false", false}, {"0", false}, {"off", false}}) {
+    SCOPED_TRACE(text);
+    const fake_environment environment{{"SOAHEAP_DEFRAG_RELEASE_MEMORY", text}};
+    DefragConfig config;
+    config.release_memory = !on;  // as a file might have set it: the environment overrides it
+    soaheap::apply_defrag_env_overrides(config, heap_classes, environment.getenv());
+    EXPECT_EQ(config.release_memory, std::optional<bool>(on));
+  }
+  // Through load_defrag_config: a file's value, then the environment's.
+  const DefragConfig from_file =
+      soaheap::load_defrag_config(data_path("defrag_valid.toml"), heap_classes, empty_environment.getenv());
+  EXPECT_FALSE(from_file.release_memory.has_value());
+  EXPECT_FALSE(from_file.releases_memory()) << "policy mass, unset: off";
+  const fake_environment environment{{"SOAHEAP_DEFRAG_RELEASE_MEMORY", "on"}};
+  const DefragConfig overridden =
+      soaheap::load_defrag_config(data_path("defrag_valid.toml"), heap_classes, environment.getenv());
+  EXPECT_TRUE(overridden.releases_memory());
+  const fake_environment auto_off{{"SOAHEAP_DEFRAG_POLICY", "auto"}, {"SOAHEAP_DEFRAG_RELEASE_MEMORY", "false"}};
+  const DefragConfig automatic = soaheap::load_defrag_config(std::nullopt, heap_classes, auto_off.getenv());
+  EXPECT_EQ(automatic.policy, DefragPolicyKind::automatic);
+  EXPECT_FALSE(automatic.releases_memory());
+}
+
+TEST(DefragConfigReleaseMemory, BadValuesNameKeyAndValue) {
+  for (const std::string bad : {"", "yes", "2", "TRUE", "On", " true", "true "}) {
+    SCOPED_TRACE(bad);
+    const fake_environment environment{{"SOAHEAP_DEFRAG_RELEASE_MEMORY", bad}};
+    DefragConfig config;
+    EXPECT_TRUE(throws_config_error(
+        [&] { soaheap::apply_defrag_env_overrides(config, heap_classes, environment.getenv()); },
+        {"environment", "SOAHEAP_DEFRAG_RELEASE_MEMORY = \"" + bad + "\"", "\"true\"", "\"off\""}));
+  }
+  try {
+    soaheap::load_defrag_config(std::nullopt, heap_classes,
+                                fake_environment{{"SOAHEAP_DEFRAG_RELEASE_MEMORY", "maybe"}}.getenv());
+    ADD_FAILURE() << "\"maybe\" was accepted";
+  } catch (const config_error& error) {
+    EXPECT_EQ(error.key(), "SOAHEAP_DEFRAG_RELEASE_MEMORY");
+  }
+  // Files take a real boolean: no strings, no numbers.
+  EXPECT_TRUE(throws_config_error([] { from_toml("[defrag]\nrelease_memory = \"true\"\n"); },
+                                  {"<string>:2:18", "defrag.release_memory = \"true\"",
+                                   "expected a boolean (true or false), got a string"}));
+  EXPECT_TRUE(throws_config_error([] { from_toml("defrag.release_memory = 1"); },
+                                  {"defrag.release_memory = 1", "got an integer"}));
+  EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"release_memory": "on"}})"); },
+                                  {"defrag.release_memory = \"on\"", "expected a boolean"}));
+  EXPECT_TRUE(throws_config_error([] { from_json(R"({"defrag": {"release_memory": null}})"); },
+                                  {"defrag.release_memory = null", "expected a boolean"}));
+  // A global key only: not accepted per class.
+  EXPECT_TRUE(throws_config_error([] { from_toml("[defrag.classes.Fish]\nrelease_memory = true\n"); },
+                                  {"defrag.classes.Fish.release_memory", "unknown key"}));
+  // A misspelling is still an unknown key, and the message offers the right one.
+  EXPECT_TRUE(throws_config_error([] { from_toml("[defrag]\nrelease_mem = true\n"); },
+                                  {"defrag.release_mem", "unknown key", "release_memory"}));
+}
+
+}  // namespace

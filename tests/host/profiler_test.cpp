@@ -131,6 +131,87 @@ TEST_F(ProfilerTest, RecordsUntypedMemoryOnceTheProgramUsesIt) {
   EXPECT_NE(output.find("untyped memory (soaheap::malloc): peak 4 blocks"), std::string::npos) << output;
 }
 
+TEST_F(ProfilerTest, SamplesCarryTheResidentBytesAndMappedBlocksOfTheStatsGiven) {
+  soaheap::HeapStats stats;
+  stats.block_bytes = 128;
+  stats.mapped_blocks = 4242;
+  stats.resident_bytes = 123456789;
+  stats.heap_bytes = 123456789;
+  stats.max_bytes = std::uint64_t{1} << 30;
+  soaheap::ClassStats small;
+  small.name = "Small";
+  small.capacity = 64;
+  small.allocated_blocks = 2;
+  small.used_slots = 100;
+  small.active_blocks = 1;
+  stats.classes.push_back(small);
+  {
+    soaheap::Profiler profiler(path_, "resident");
+    profiler.attach(soaheap::Backend::host, "cpu", 8192, std::uint64_t{1} << 30, 128, {{"Small", 64, false, 16}});
+    profiler.sample_stats(stats, 5);
+    stats.resident_bytes = 7;  // a heap that gave memory back
+    stats.mapped_blocks = 3;
+    profiler.sample_stats(stats, 6);
+    profiler.finish(7, 0.5, 0.0);
+  }
+  const std::vector<nlohmann::json> lines = read_lines(path_);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0]["heap_bytes"], 8192);
+  EXPECT_EQ(lines[0]["max_bytes"], std::uint64_t{1} << 30);
+  EXPECT_EQ(lines[0]["classes"][0]["object_bytes"], 16);
+  EXPECT_EQ(lines[1]["type"], "sample");
+  EXPECT_EQ(lines[1]["resident_bytes"], 123456789);
+  EXPECT_EQ(lines[1]["mapped_blocks"], 4242);
+  EXPECT_EQ(lines[2]["resident_bytes"], 7);
+  EXPECT_EQ(lines[2]["mapped_blocks"], 3);
+  EXPECT_EQ(lines[2]["classes"]["Small"]["used_slots"], 100);
+  // The strict reader accepts the new keys.
+  int status = 0;
+  const std::string output = run_command(std::string("/usr/bin/python3 ") + SOAHEAP_SOURCE_DIR +
+                                             "/tools/profile/soaheap-profile summary '" + path_ + "' 2>&1",
+                                         status);
+  EXPECT_EQ(status, 0) << output;
+}
+
+TEST_F(ProfilerTest, RecordsHowAGrowingHeapsResidentMemoryFollowsItsObjects) {
+  soaheap::HeapOptions options;
+  options.objects = 64;
+  options.max_bytes = std::uint64_t{256} << 20;
+  options.backend = soaheap::Backend::host;
+  options.host_threads = 2;
+  TestHeap heap(options);
+  ASSERT_TRUE(heap.growable());
+  soaheap::HeapStats after;
+  {
+    soaheap::Profiler profiler(path_, "growing", 1);
+    profiler.attach(heap);
+    profiler.sample(heap, 0);
+    heap.parallel_new<Small>(20000, std::uint64_t{0});
+    heap.synchronize();
+    profiler.sample(heap, 1);
+    after = heap.stats();  // nothing ran in between: the stats the sample was taken from
+    profiler.finish(2, profiler.elapsed_s(), 0.0);
+  }
+  const std::vector<nlohmann::json> lines = read_lines(path_);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0]["max_bytes"], heap.max_bytes());
+  EXPECT_EQ(lines[0]["max_bytes"], std::uint64_t{256} << 20);
+  EXPECT_LT(lines[0]["heap_bytes"].get<std::uint64_t>(), lines[0]["max_bytes"].get<std::uint64_t>());
+  for (const nlohmann::json& entry : lines[0]["classes"]) {
+    if (entry["name"] == "Small") {
+      EXPECT_EQ(entry["object_bytes"], soaheap::object_size_v<Small>);
+    }
+    if (entry["abstract"].get<bool>()) {
+      EXPECT_FALSE(entry.contains("object_bytes")) << entry.dump();
+    }
+  }
+  EXPECT_EQ(lines[2]["resident_bytes"], after.resident_bytes);
+  EXPECT_EQ(lines[2]["mapped_blocks"], after.mapped_blocks);
+  EXPECT_GE(after.mapped_blocks, after.of("Small").allocated_blocks);
+  EXPECT_GT(lines[2]["resident_bytes"].get<std::uint64_t>(), lines[1]["resident_bytes"].get<std::uint64_t>());
+  EXPECT_GT(lines[2]["mapped_blocks"].get<std::uint64_t>(), lines[1]["mapped_blocks"].get<std::uint64_t>());
+}
+
 TEST_F(ProfilerTest, SamplingIntervalSkipsIterations) {
   soaheap::HeapOptions options;
   options.objects = 64 * 4;
@@ -166,6 +247,8 @@ TEST_F(ProfilerTest, RecordsSettingsThatAreNotAnObjectUnderValue) {
   EXPECT_EQ(lines[0]["config"], nlohmann::json({{"value", "every:50"}}));
   EXPECT_EQ(lines[0]["backend"], "host");
   EXPECT_EQ(lines[0]["classes"][0]["name"], "Small");
+  EXPECT_FALSE(lines[0].contains("max_bytes"));  // attach() by figures without a maximum
+  EXPECT_FALSE(lines[0]["classes"][0].contains("object_bytes"));
 }
 
 }  // namespace

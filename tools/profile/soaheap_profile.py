@@ -6,7 +6,8 @@ the command-line tool (see main()) and a small library at the same time:
 
 - load_profile() reads and validates a file into a Profile,
 - summarize() computes the figures of the summary table,
-- plot_profile() / plot_comparison() draw memory-profile figures,
+- plot_profile() / plot_memory() / plot_comparison() draw memory-profile
+  figures (memory_timeline() computes what plot_memory() draws),
 - ProfileWriter writes files in the same format (used by the tests, and handy
   for anyone who wants to produce profiles from Python).
 
@@ -64,6 +65,8 @@ class ClassInfo:
     name: str
     capacity: int  # object slots per block
     abstract: bool = False
+    # Bytes of one object's fields; None when the file does not say (older files).
+    object_bytes: Optional[int] = None
 
 
 @dataclass
@@ -75,6 +78,8 @@ class ProfileHeader:
     block_bytes: int
     classes: List[ClassInfo]
     config: dict = field(default_factory=dict)
+    # The most the heap may grow to (its size when fixed); None in older files.
+    max_bytes: Optional[int] = None
 
     def class_named(self, name: str) -> Optional[ClassInfo]:
         for info in self.classes:
@@ -123,6 +128,9 @@ class Sample:
     classes: Dict[str, ClassSample]
     # Optional in the file: absent when the program used no untyped memory.
     untyped: Optional[UntypedSample] = None
+    # Optional in the file: absent in files written before heaps could grow.
+    resident_bytes: Optional[int] = None  # memory the heap held: mapped data, headers, bitmaps
+    mapped_blocks: Optional[int] = None  # blocks with memory: free, allocated or untyped
 
     def of(self, class_name: str) -> ClassSample:
         return self.classes.get(class_name, NO_BLOCKS)
@@ -280,6 +288,7 @@ def _parse_header(record: dict, where: _Location) -> ProfileHeader:
     config = record.get("config", {})
     if not isinstance(config, dict):
         raise where.error(f"header: 'config' must be a JSON object, got {json.dumps(config)}")
+    max_bytes = _count(record, "max_bytes", what, where, minimum=1) if "max_bytes" in record else None
     return ProfileHeader(
         application=_text(record, "application", what, where),
         backend=_text(record, "backend", what, where),
@@ -288,6 +297,7 @@ def _parse_header(record: dict, where: _Location) -> ProfileHeader:
         block_bytes=_count(record, "block_bytes", what, where, minimum=1),
         classes=classes,
         config=config,
+        max_bytes=max_bytes,
     )
 
 
@@ -301,7 +311,11 @@ def _parse_class_info(entry, index: int, where: _Location) -> ClassInfo:
     name = _text(entry, "name", what, where)
     # An abstract class never owns a block, so its capacity is not used.
     capacity = _count(entry, "capacity", f"class {name!r}", where, minimum=0 if abstract else 1)
-    return ClassInfo(id=_count(entry, "id", what, where), name=name, capacity=capacity, abstract=abstract)
+    object_bytes = None
+    if "object_bytes" in entry:
+        object_bytes = _count(entry, "object_bytes", f"class {name!r}", where, minimum=0 if abstract else 1)
+    return ClassInfo(id=_count(entry, "id", what, where), name=name, capacity=capacity, abstract=abstract,
+                     object_bytes=object_bytes)
 
 
 def _class_for(name: str, header: ProfileHeader, where: _Location) -> ClassInfo:
@@ -367,6 +381,9 @@ def _parse_sample(record: dict, header: ProfileHeader, where: _Location) -> Samp
             live_allocations=_count(untyped_record, "live_allocations", untyped_what, where),
             bytes_reserved=_count(untyped_record, "bytes_reserved", untyped_what, where),
         )
+    # Heap-wide figures that files written before heaps could grow do not have.
+    resident_bytes = _count(record, "resident_bytes", what, where) if "resident_bytes" in record else None
+    mapped_blocks = _count(record, "mapped_blocks", what, where) if "mapped_blocks" in record else None
     return Sample(
         iteration=_count(record, "iteration", what, where),
         time_s=_amount(record, "time_s", what, where),
@@ -375,6 +392,8 @@ def _parse_sample(record: dict, header: ProfileHeader, where: _Location) -> Samp
             for name, stats in class_records.items()
         },
         untyped=untyped,
+        resident_bytes=resident_bytes,
+        mapped_blocks=mapped_blocks,
     )
 
 
@@ -497,20 +516,27 @@ class ProfileWriter:
     def __init__(self, path: str, header: ProfileHeader):
         self._header = header
         self._stream = open(path, "w", encoding="utf-8")
-        self._write_line({
+        record = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
             "application": header.application,
             "backend": header.backend,
             "device": header.device,
             "heap_bytes": header.heap_bytes,
-            "block_bytes": header.block_bytes,
-            "classes": [
-                {"id": info.id, "name": info.name, "capacity": info.capacity, "abstract": info.abstract}
-                for info in header.classes
-            ],
-            "config": header.config,
-        })
+        }
+        if header.max_bytes is not None:
+            record["max_bytes"] = header.max_bytes
+        record["block_bytes"] = header.block_bytes
+        record["classes"] = [self._class_record(info) for info in header.classes]
+        record["config"] = header.config
+        self._write_line(record)
+
+    @staticmethod
+    def _class_record(info: ClassInfo) -> dict:
+        record = {"id": info.id, "name": info.name, "capacity": info.capacity, "abstract": info.abstract}
+        if info.object_bytes is not None:
+            record["object_bytes"] = info.object_bytes
+        return record
 
     def write_sample(self, sample: Sample) -> None:
         class_records = {}
@@ -527,8 +553,12 @@ class ProfileWriter:
                 "active_blocks": stats.active_blocks,
                 "candidate_blocks": stats.candidate_blocks,
             }
-        record = {"type": "sample", "iteration": sample.iteration, "time_s": sample.time_s,
-                  "classes": class_records}
+        record = {"type": "sample", "iteration": sample.iteration, "time_s": sample.time_s}
+        if sample.resident_bytes is not None:
+            record["resident_bytes"] = sample.resident_bytes
+        if sample.mapped_blocks is not None:
+            record["mapped_blocks"] = sample.mapped_blocks
+        record["classes"] = class_records
         if sample.untyped is not None:
             record["untyped"] = {"blocks": sample.untyped.blocks,
                                  "live_allocations": sample.untyped.live_allocations,
@@ -627,6 +657,54 @@ def combined_memory(profile: Profile, classes: Sequence[ClassInfo]) -> List[Memo
     for info in classes:
         totals = [total + point for total, point in zip(totals, class_memory(profile, info))]
     return totals
+
+
+@dataclass
+class MemoryTimeline:
+    """What `plot --memory` draws: the heap's memory at each sample."""
+
+    iterations: List[int]
+    # Bytes the heap held (mapped data, headers and bitmaps); None at samples
+    # without resident_bytes (files written before heaps could grow).
+    resident_bytes: List[Optional[int]]
+    # Allocated blocks of all classes and untyped blocks, times block_bytes.
+    allocated_bytes: List[int]
+    # Used slots times each class's object size (object_bytes in the header),
+    # or times its slot's share of a block (block_bytes / capacity) for a
+    # class whose size the file does not give.
+    live_bytes: List[float]
+
+    @property
+    def has_resident(self) -> bool:
+        return any(value is not None for value in self.resident_bytes)
+
+
+def live_bytes_per_object(header: ProfileHeader, info: ClassInfo) -> float:
+    """The object size of a class if the profile has it, else its slot's share of a block."""
+    if info.object_bytes is not None:
+        return info.object_bytes
+    return header.block_bytes / info.capacity
+
+
+def memory_timeline(profile: Profile) -> MemoryTimeline:
+    """Resident, allocated and live bytes of the whole heap at each sample."""
+    header = profile.header
+    classes = header.concrete_classes
+    object_bytes = {info.name: live_bytes_per_object(header, info) for info in classes}
+    allocated_bytes = []
+    live_bytes = []
+    for sample in profile.samples:
+        blocks = sum(sample.of(info.name).allocated_blocks for info in classes)
+        if sample.untyped is not None:
+            blocks += sample.untyped.blocks
+        allocated_bytes.append(blocks * header.block_bytes)
+        live_bytes.append(sum(sample.of(info.name).used_slots * object_bytes[info.name] for info in classes))
+    return MemoryTimeline(
+        iterations=[sample.iteration for sample in profile.samples],
+        resident_bytes=[sample.resident_bytes for sample in profile.samples],
+        allocated_bytes=allocated_bytes,
+        live_bytes=live_bytes,
+    )
 
 
 @dataclass
@@ -1041,6 +1119,56 @@ def plot_profile(profile: Profile, options: FigureOptions, class_names: Optional
     _save_figure(figure, options)
 
 
+RESIDENT_COLOR = "black"
+ALLOCATED_COLOR = "tab:blue"
+LIVE_COLOR = "tab:green"
+DEFRAG_MARKER_COLOR = "tab:gray"
+
+
+def plot_memory(profile: Profile, options: FigureOptions) -> None:
+    """Memory of the whole heap over iterations (see memory_timeline()).
+
+    Black: resident bytes, what the heap holds (left out for files without
+    resident_bytes).  Blue: allocated bytes, the blocks that classes and
+    untyped memory use.  Green: live bytes, the objects.  Grey dashed
+    verticals: defragmentation runs.
+    """
+    plot_format(options.output_path)
+    if not profile.samples:
+        raise ProfileError(f"{profile.path}: no sample lines, nothing to plot")
+    timeline = memory_timeline(profile)
+    peak = max(max(timeline.allocated_bytes), max(timeline.live_bytes),
+               max((value for value in timeline.resident_bytes if value is not None), default=0))
+    unit, unit_bytes = _binary_unit(peak)
+
+    figure = _new_figure(options)
+    axes = figure.add_subplot()
+    iterations = timeline.iterations
+    if timeline.has_resident:
+        # A sample without the key leaves a gap rather than a made-up value.
+        axes.plot(iterations, [math.nan if value is None else value / unit_bytes for value in timeline.resident_bytes],
+                  color=RESIDENT_COLOR, linewidth=1.8, label="resident (held by the heap)")
+    axes.plot(iterations, [value / unit_bytes for value in timeline.allocated_bytes], color=ALLOCATED_COLOR,
+              linewidth=1.5, label="allocated (blocks in use)")
+    axes.plot(iterations, [value / unit_bytes for value in timeline.live_bytes], color=LIVE_COLOR, linewidth=1.2,
+              label="live (objects)")
+    defrag_iterations = sorted({run.iteration for run in profile.defrag_runs})
+    if defrag_iterations:
+        axes.vlines(defrag_iterations, 0, 1, transform=axes.get_xaxis_transform(), colors=DEFRAG_MARKER_COLOR,
+                    linestyles="--", linewidth=1, label="defrag run")
+    _label_iteration_axis(axes)
+    axes.set_ylabel(f"memory ({unit})")
+    axes.set_ylim(bottom=0)
+    axes.margins(x=0)
+    header = profile.header
+    limit = f"; may grow to {format_bytes(header.max_bytes)}" if header.max_bytes is not None else ""
+    axes.set_title(options.title or
+                   f"{header.application}: memory over time ({header.device}, {header.backend}{limit})")
+    handles, labels = axes.get_legend_handles_labels()
+    _place_legend(axes, handles, labels)
+    _save_figure(figure, options)
+
+
 def plot_comparison(profile_a: Profile, profile_b: Profile, options: FigureOptions) -> None:
     """Allocated (solid) and used (dashed) memory of two runs over iterations."""
     plot_format(options.output_path)
@@ -1140,13 +1268,20 @@ def build_argument_parser() -> argparse.ArgumentParser:
         "plot", help="draw the memory profile of one run",
         description="Draw memory over iterations: stacked areas of used memory per class, a line of "
                     "allocated memory, dashed markers at defrag runs and fragmentation on a second "
-                    "axis.")
+                    "axis. With --memory, draw the whole heap's memory instead: resident, allocated "
+                    "and live bytes.")
     plot.add_argument("file", metavar="FILE", help="profile file to read")
     plot.add_argument("-o", "--output", required=True, metavar="OUT",
                       help="image to write; the format follows the extension (.png or .svg)")
     plot.add_argument("--classes", type=_class_list, metavar="A,B",
                       help="show only these classes, comma separated (default: all concrete classes); "
                            "totals and fragmentation then cover only them")
+    plot.add_argument("--memory", action="store_true",
+                      help="draw memory over iterations instead: resident bytes (what the heap holds; "
+                           "left out for profiles that do not record it), allocated bytes (blocks of all "
+                           "classes and untyped blocks) and live bytes (used slots times the object size, "
+                           "or times block_bytes/capacity where the profile has no object size); covers "
+                           "the whole heap, so it does not take --classes")
     _add_figure_options(plot)
 
     compare = subcommands.add_parser(
@@ -1183,8 +1318,17 @@ def _run(arguments: argparse.Namespace) -> None:
         else:
             print(format_summary(summary))
     elif arguments.command == "plot":
+        if arguments.memory and arguments.classes is not None:
+            raise ProfileError("--classes does not go with --memory: the memory plot shows the whole heap")
         plot_format(arguments.output)  # before reading, so a typo fails fast
-        plot_profile(_load_reporting_warnings(arguments.file), _figure_options(arguments), arguments.classes)
+        profile = _load_reporting_warnings(arguments.file)
+        if arguments.memory:
+            if profile.samples and all(sample.resident_bytes is None for sample in profile.samples):
+                print(f"{TOOL_NAME}: warning: {profile.path}: the samples record no resident_bytes "
+                      "(written before heaps could grow); the plot has no resident line", file=sys.stderr)
+            plot_memory(profile, _figure_options(arguments))
+        else:
+            plot_profile(profile, _figure_options(arguments), arguments.classes)
     elif arguments.command == "compare":
         if arguments.output is not None:
             plot_format(arguments.output)

@@ -345,7 +345,7 @@ int run_app(int argc, char** argv) {
   // as Body blocks), plus slack for partly filled blocks.
   heap_options.objects = 16 * bodies + 64 * 64;
   heap_options.backend = options.backend;
-  barnes_hut::BarnesHutHeap heap(heap_options);
+  barnes_hut::BarnesHutHeap heap(soaheap_app::heap_options_for(heap_options, options));
   soaheap_app::AppRun<barnes_hut::BarnesHutHeap> run("barnes_hut", options, heap);
   barnes_hut::Scratch scratch(options.backend);
   heap.parallel_new<barnes_hut::Body>(bodies, options.seed);

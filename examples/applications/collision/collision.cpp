@@ -164,7 +164,7 @@ int run(int argc, char** argv) {
   soaheap::HeapOptions heap_options;
   heap_options.objects = options.size;
   heap_options.backend = options.backend;
-  BodyHeap heap(heap_options);
+  BodyHeap heap(soaheap_app::heap_options_for(heap_options, options));
   soaheap_app::AppRun<BodyHeap> app("collision", options, heap);
 
   heap.parallel_new<Body>(options.size, options.seed, options.size);

@@ -43,7 +43,7 @@ inline int run_automaton_app(const AutomatonApp& app, int argc, char** argv) {
   const std::uint32_t side = static_cast<std::uint32_t>(options.size);
 
   Automaton<AutomatonHeap> life{{side, side}, app.rule, options.seed, density, {}};
-  AutomatonHeap heap(Automaton<AutomatonHeap>::heap_options(life.cells(), options.backend));
+  AutomatonHeap heap(soaheap_app::heap_options_for(Automaton<AutomatonHeap>::heap_options(life.cells(), options.backend), options));
   soaheap_app::AppRun<AutomatonHeap> run(app.name, options, heap);
   // Agents in the order of their cells' grid index: a warp's agents then read neighbouring cells.
   run.define_order<Alive>("key:position", soaheap::order_by_key<32>(GridPosition{}));

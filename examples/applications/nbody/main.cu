@@ -152,7 +152,7 @@ int run_app(int argc, char** argv) {
   soaheap::HeapOptions heap_options;
   heap_options.objects = bodies + bodies / 4 + 64 * 8;
   heap_options.backend = options.backend;
-  nbody::NbodyHeap heap(heap_options);
+  nbody::NbodyHeap heap(soaheap_app::heap_options_for(heap_options, options));
   soaheap_app::AppRun<nbody::NbodyHeap> run("nbody", options, heap);
   heap.parallel_new<nbody::Body>(bodies, options.seed);
   const nbody::Totals before = nbody::measure(heap, gravity, parameters.softening);

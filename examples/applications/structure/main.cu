@@ -413,7 +413,7 @@ int run_app(int argc, char** argv) {
   soaheap::HeapOptions heap_options;
   heap_options.objects = sites * 10 + 64 * 64 * 4;  // about 3 springs per node, room for partly filled blocks
   heap_options.backend = options.backend;
-  StructureHeap heap(heap_options);
+  StructureHeap heap(soaheap_app::heap_options_for(heap_options, options));
   soaheap_app::AppRun<StructureHeap> run("structure", options, heap);
 
   soaheap::detail::Memory counters(options.backend, kCounters * sizeof(std::uint64_t));

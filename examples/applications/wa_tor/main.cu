@@ -300,7 +300,7 @@ int run_app(int argc, char** argv) {
     return sim.compare(heap, reference);
   };
 
-  wator::WatorHeap heap(wator::Simulation::heap_options(side, side, options.backend));
+  wator::WatorHeap heap(soaheap_app::heap_options_for(wator::Simulation::heap_options(side, side, options.backend), options));
   soaheap_app::AppRun<wator::WatorHeap> run("wa_tor", options, heap);
   // Agents do not move in memory when they move on the grid; compacted in the order of their
   // cells, neighbouring threads read neighbouring cells again.

@@ -174,6 +174,108 @@ class FormatRoundTripTest(ToolTestCase):
         self.assertEqual(profile.end, tool.RunEnd(iterations=30, total_time_s=3.0, defrag_time_s=0.003))
 
 
+class HeapMemoryKeysTest(ToolTestCase):
+    """The optional keys of a heap that can grow: max_bytes and object_bytes in
+    the header, resident_bytes and mapped_blocks in samples (FORMAT.md)."""
+
+    def test_new_keys_round_trip_and_are_left_out_when_unknown(self):
+        path = self.scratch_path("resident.jsonl")
+        header = example_header()
+        header.max_bytes = 1 << 34
+        header.classes[1] = tool.ClassInfo(id=1, name="Fish", capacity=64, object_bytes=48)
+        samples = [
+            tool.Sample(iteration=0, time_s=0.0, classes={"Fish": tool.ClassSample(used_slots=10, allocated_blocks=1)},
+                        resident_bytes=5 << 20, mapped_blocks=1200),
+            tool.Sample(iteration=1, time_s=0.5, classes={"Fish": tool.ClassSample(used_slots=10, allocated_blocks=1)}),
+        ]
+        with tool.ProfileWriter(path, header) as writer:
+            for sample in samples:
+                writer.write_sample(sample)
+        profile = tool.load_profile(path)
+        self.assertEqual(profile.header, header)
+        self.assertEqual(profile.samples, samples)
+        with open(path, encoding="utf-8") as stream:
+            records = [json.loads(line) for line in stream]
+        self.assertEqual(records[0]["max_bytes"], 1 << 34)
+        self.assertEqual(records[0]["classes"][1]["object_bytes"], 48)
+        self.assertNotIn("object_bytes", records[0]["classes"][2])
+        self.assertEqual((records[1]["resident_bytes"], records[1]["mapped_blocks"]), (5 << 20, 1200))
+        self.assertNotIn("resident_bytes", records[2])
+        self.assertNotIn("mapped_blocks", records[2])
+
+    def test_fixture_values_are_read(self):
+        profile = tool.load_profile(data_file("known_resident.jsonl"))
+        self.assertEqual(profile.header.heap_bytes, 67584)
+        self.assertEqual(profile.header.max_bytes, 1048576)
+        self.assertEqual(profile.header.class_named("Fish").object_bytes, 48)
+        self.assertIsNone(profile.header.class_named("Shark").object_bytes)
+        self.assertEqual([sample.resident_bytes for sample in profile.samples], [67584, 100352, 83968])
+        self.assertEqual([sample.mapped_blocks for sample in profile.samples], [16, 24, 20])
+        self.assertEqual(profile.warnings, [])
+
+    def test_old_fixture_has_none_of_them(self):
+        profile = tool.load_profile(data_file("known.jsonl"))
+        self.assertIsNone(profile.header.max_bytes)
+        self.assertEqual([info.object_bytes for info in profile.header.classes], [None, None, None])
+        self.assertEqual([sample.resident_bytes for sample in profile.samples], [None, None, None])
+        self.assertEqual([sample.mapped_blocks for sample in profile.samples], [None, None, None])
+
+    def test_bad_values_are_rejected(self):
+        with open(data_file("known_resident.jsonl"), encoding="utf-8") as stream:
+            lines = stream.readlines()
+        header, first_sample = lines[0], lines[1]
+        cases = {
+            "resident": (header, first_sample.replace('"resident_bytes":67584', '"resident_bytes":-1', 1),
+                         "'resident_bytes' must be an integer >= 0"),
+            "mapped": (header, first_sample.replace('"mapped_blocks":16', '"mapped_blocks":1.5', 1),
+                       "'mapped_blocks' must be an integer >= 0"),
+            "max": (header.replace('"max_bytes":1048576', '"max_bytes":0', 1), first_sample,
+                    "'max_bytes' must be an integer >= 1"),
+            "object": (header.replace('"object_bytes":48', '"object_bytes":true', 1), first_sample,
+                       "'object_bytes' must be an integer >= 1"),
+        }
+        for name, (header_line, sample_line, message) in cases.items():
+            with self.subTest(name):
+                self.assertNotEqual(header_line + sample_line, header + first_sample)  # the case changed a line
+                path = self.write_scratch(f"{name}.jsonl", header_line + sample_line)
+                self.assert_one_line_error(run_tool("summary", path), message)
+
+    def test_summary_and_compare_read_both_kinds_of_file(self):
+        result = run_tool("summary", data_file("known_resident.jsonl"), "--json")
+        self.assert_success(result)
+        self.assertEqual(json.loads(result.stdout)["total"]["peak_allocated_bytes"], 16384)
+        result = run_tool("compare", data_file("known.jsonl"), data_file("known_resident.jsonl"), "--json")
+        self.assert_success(result)
+        self.assertEqual(json.loads(result.stdout)["metrics"]["peak_allocated_bytes"]["ratio"], 1.0)
+
+
+class MemoryTimelineTest(unittest.TestCase):
+    """memory_timeline() of the fixtures, worked out by hand (4096-byte blocks).
+
+    known_resident.jsonl: Fish has object_bytes 48, Shark none (so 4096/32 = 128 B a slot).
+    sample  Fish used/blocks  Shark used/blocks  untyped blocks  allocated            live
+    it 0    100 / 2           0 / 0              1               3 x 4096 = 12288     100*48          = 4800
+    it 10   120 / 3           20 / 1             2               6 x 4096 = 24576     120*48 + 20*128 = 8320
+    it 20   120 / 2           16 / 1             -               3 x 4096 = 12288     120*48 + 16*128 = 7808
+    known.jsonl knows capacities only: live = used_slots * 4096 / capacity (Fish 64 B, Shark 128 B).
+    """
+
+    def test_profile_with_resident_bytes_and_object_sizes(self):
+        timeline = tool.memory_timeline(tool.load_profile(data_file("known_resident.jsonl")))
+        self.assertEqual(timeline.iterations, [0, 10, 20])
+        self.assertEqual(timeline.resident_bytes, [67584, 100352, 83968])
+        self.assertTrue(timeline.has_resident)
+        self.assertEqual(timeline.allocated_bytes, [12288, 24576, 12288])
+        self.assertEqual(timeline.live_bytes, [4800, 8320, 7808])
+
+    def test_old_profile_uses_capacities_and_has_no_resident_bytes(self):
+        timeline = tool.memory_timeline(tool.load_profile(data_file("known.jsonl")))
+        self.assertEqual(timeline.resident_bytes, [None, None, None])
+        self.assertFalse(timeline.has_resident)
+        self.assertEqual(timeline.allocated_bytes, [8192, 16384, 12288])
+        self.assertEqual(timeline.live_bytes, [100 * 64, 120 * 64 + 20 * 128, 120 * 64 + 16 * 128])
+
+
 class SummaryTest(ToolTestCase):
     """Figures of tests/data/known.jsonl (4096-byte blocks), worked out by hand.
 
@@ -348,6 +450,58 @@ class PlotTest(ToolTestCase):
         self.assert_one_line_error(result, "no sample lines")
 
 
+class MemoryPlotTest(ToolTestCase):
+    RESIDENT = "resident (held by the heap)"
+    ALLOCATED = "allocated (blocks in use)"
+    LIVE = "live (objects)"
+
+    def test_profile_with_resident_bytes(self):
+        output = self.scratch_path("memory.svg")
+        result = run_tool("plot", data_file("known_resident.jsonl"), "-o", output, "--memory")
+        self.assert_success(result)
+        self.assertEqual(result.stderr, "")
+        self.assertGreater(os.path.getsize(output), 1000)
+        texts = svg_texts(output)
+        for label in (self.RESIDENT, self.ALLOCATED, self.LIVE, "defrag run", "iteration", "memory (KiB)"):
+            self.assertIn(label, texts)
+        self.assertIn("wa-tor: memory over time (test fixture, host; may grow to 1.0 MiB)", texts)
+        # The memory plot, not the per-class profile.
+        self.assertNotIn("Fish (used)", texts)
+        self.assertFalse(any(text.startswith("fragmentation") for text in texts), msg=texts)
+
+    def test_png_has_the_requested_pixel_size(self):
+        output = self.scratch_path("memory.png")
+        result = run_tool("plot", data_file("known_resident.jsonl"), "-o", output, "--memory", "--size", "700x400")
+        self.assert_success(result)
+        self.assertEqual(png_size(output), (700, 400))
+
+    def test_old_profile_without_resident_bytes_still_plots(self):
+        output = self.scratch_path("old-memory.svg")
+        result = run_tool("plot", data_file("known.jsonl"), "-o", output, "--memory")
+        self.assert_success(result)
+        self.assertIn("no resident_bytes", result.stderr)
+        texts = svg_texts(output)
+        self.assertIn(self.ALLOCATED, texts)
+        self.assertIn(self.LIVE, texts)
+        self.assertNotIn(self.RESIDENT, texts)
+        self.assertIn("wa-tor: memory over time (test fixture, host)", texts)
+
+    def test_classes_do_not_go_with_memory(self):
+        output = self.scratch_path("memory-fish.png")
+        result = run_tool("plot", data_file("known.jsonl"), "-o", output, "--memory", "--classes", "Fish")
+        self.assert_one_line_error(result, "--classes", "--memory")
+        self.assertFalse(os.path.exists(output))
+
+    def test_profile_without_samples_cannot_be_plotted(self):
+        with open(data_file("known_resident.jsonl"), encoding="utf-8") as stream:
+            header_line = stream.readline()
+        path = self.write_scratch("header-only.jsonl", header_line)
+        result = run_tool("plot", path, "-o", self.scratch_path("empty.png"), "--memory")
+        self.assertNotIn("Traceback", result.stderr)
+        self.assertEqual(result.returncode, tool.EXIT_ERROR)
+        self.assertIn("no sample lines", result.stderr)
+
+
 class CompareTest(ToolTestCase):
     """known.jsonl (A, defrag) against known_no_defrag.jsonl (B, no defrag).
 
@@ -480,7 +634,7 @@ class HelpTest(unittest.TestCase):
         expected_options = {
             (): ["summary", "plot", "compare"],
             ("summary",): ["FILE", "--json"],
-            ("plot",): ["FILE", "--output", "--title", "--classes", "--size", "--dpi"],
+            ("plot",): ["FILE", "--output", "--title", "--classes", "--memory", "--size", "--dpi"],
             ("compare",): ["--output", "--json", "--title", "--size", "--dpi"],
         }
         for command, options in expected_options.items():

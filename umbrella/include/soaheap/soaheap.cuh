@@ -19,4 +19,5 @@
 #include <soaheap/defrag/defrag_options.hpp>
 #include <soaheap/defrag/defragment.cuh>
 #include <soaheap/defrag/policy.hpp>
+#include <soaheap/defrag/trim.cuh>
 #include <soaheap/profiler/profiler.hpp>

@@ -96,7 +96,11 @@ struct DefragConfig {
   /// window of W consecutive block ids on its own, so a moved object stays near its old address
   /// (DefragOptions::locality_window; the plan compaction strategy, which the policies use).
   long long locality_window = 0;
+  std::optional<bool> release_memory;  ///< give the memory of free blocks at the heap's end back after the policy's compactions (a growable heap: HeapOptions::max_bytes); unset = on for policy auto, off otherwise
   std::map<std::string, DefragClassSettings> classes;  ///< per-class overrides by class name
+
+  /// @brief Whether the policy gives memory back after compacting: release_memory, else on for policy auto only.
+  bool releases_memory() const { return release_memory.value_or(policy == DefragPolicyKind::automatic); }
 
   /// @brief n for @p class_name: its override, else the global factor.
   int factor_for(const std::string& class_name) const {
@@ -171,6 +175,7 @@ inline constexpr const char every[] = "SOAHEAP_DEFRAG_EVERY";
 inline constexpr const char mass_threshold[] = "SOAHEAP_DEFRAG_MASS_THRESHOLD";
 inline constexpr const char auto_budget[] = "SOAHEAP_DEFRAG_AUTO_BUDGET";
 inline constexpr const char locality_window[] = "SOAHEAP_DEFRAG_LOCALITY_WINDOW";
+inline constexpr const char release_memory[] = "SOAHEAP_DEFRAG_RELEASE_MEMORY";
 /// Per-class variables are these prefixes followed by the class name in upper
 /// case, with every character other than A-Z and 0-9 replaced by '_'.
 inline constexpr const char class_factor_prefix[] = "SOAHEAP_DEFRAG_FACTOR_";

@@ -451,7 +451,7 @@ class Heap {
   void make_storage(std::uint64_t initial_blocks);
   /// Raises block_count_ (headers and bitmap words that exist) to at least @p blocks. Synchronizes.
   void extend_capacity(std::uint64_t blocks);
-  /// Keeps block_count_ at least twice the mapped blocks, so that a kernel can double the heap.
+  /// Keeps block_count_ at least growth_headroom times the mapped blocks: what a kernel may grow to.
   void keep_growth_headroom();
   /// The grower's work: maps data for blocks up to at least @p target and writes their free bits.
   detail::HeapGrower::Result map_blocks(std::uint64_t target);

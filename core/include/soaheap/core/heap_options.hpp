@@ -25,6 +25,10 @@ struct HeapOptions {
   /// back. kAllMemory: the GPU's (host: the machine's) total memory. Not for managed heaps.
   std::uint64_t max_bytes = 0;
   static constexpr std::uint64_t kAllMemory = ~std::uint64_t{0};
+  /// A growable heap: one kernel may grow it to this many times the blocks mapped at its launch
+  /// (2..64). The headers and bitmap words of those blocks exist ahead, about 24 + (bitmaps/8) bytes
+  /// per block (some 3 % of a 1 KiB block for each unit).
+  unsigned growth_headroom = 2;
   Backend backend = Backend::host;
   /// cuda only (host-backend heaps are host memory anyway): device or managed memory.
   HeapMemory memory = HeapMemory::device;

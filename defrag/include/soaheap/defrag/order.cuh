@@ -66,6 +66,22 @@ constexpr PointerFieldOrder<Member> order_by_pointer_field() {
   return {};
 }
 
+/// @brief Orders objects by where they are now (block, then slot): an ordered compaction with it
+/// keeps the objects' order and moves them into the lowest free blocks, which is how soaheap::trim
+/// gathers a growable heap's objects at its start. Made by order_by_position().
+struct PositionOrder {
+  template <class View, class C>
+  SOAHEAP_HD std::uint64_t key(const View& view, C* object) const {
+    const std::uint64_t bits = detail::object_bits_of(object);
+    return view.block_of(bits) * 64 + static_cast<std::uint64_t>(detail::slot_of(bits));
+  }
+  template <class View>
+  int key_bits(const View& view) const {
+    return detail::bit_width(view.block_count * 64);
+  }
+};
+constexpr PositionOrder order_by_position() { return {}; }
+
 /// @brief Orders objects by `key_of(object)`, an unsigned integer computed on the device (a
 /// trivially copyable functor taking `C*`), of which only the low @p Bits bits may be non-zero.
 /// Made by order_by_key().

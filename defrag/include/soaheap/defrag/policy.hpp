@@ -47,6 +47,7 @@
 #include <soaheap/defrag/defragment.cuh>
 #include <soaheap/defrag/policy/auto_controller.hpp>
 #include <soaheap/defrag/policy/class_orders.hpp>
+#include <soaheap/defrag/trim.cuh>
 #include <soaheap/base/log.hpp>
 
 #include <chrono>
@@ -156,6 +157,8 @@ class DefragPolicy {
     if (results.empty())
       log::debug("defrag policy ", to_string(config_.policy), " at iteration ", iteration,
                  ": no class needed defragmentation");
+    else
+      release_memory(heap, iteration);
     return results;
   }
 
@@ -212,6 +215,20 @@ class DefragPolicy {
   }
 
   bool has_order(const std::string& class_name) const { return orders_.find(class_name, config_) != nullptr; }
+
+  /// After the policy's compactions (release_memory on, a growable heap): when a third of the
+  /// mapped blocks or more are free, gathers the objects at the heap's start and gives the memory
+  /// above them back (soaheap::trim without packing: the policy just packed). Less free memory is
+  /// left mapped: the next growth would map it again.
+  template <class HeapType>
+  void release_memory(HeapType& heap, long long iteration) {
+    if (!config_.releases_memory() || !heap.growable()) return;
+    const HeapStats stats = heap.stats();
+    if (stats.free_blocks * 3 < stats.mapped_blocks) return;
+    const TrimResult trimmed = trim(heap, false);
+    log::info("defrag policy ", to_string(config_.policy), " at iteration ", iteration, ": released ",
+              trimmed.released_bytes, " bytes (resident ", trimmed.resident_before, " -> ", trimmed.resident_after, ")");
+  }
 
   /// The auto policy: times what AutoController needs (the iteration since the previous call, the
   /// runtime, its own looks and runs) and carries out what it decides.
@@ -275,6 +292,7 @@ class DefragPolicy {
                         milliseconds_since(start_));
       });
       auto_.end_look(iteration);
+      if (!results.empty()) release_memory(heap, iteration);
     }
     auto_.end_call(ordered_compaction);
     call_end_ = Clock::now();

@@ -13,6 +13,7 @@
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/stats.hpp>
 #include <soaheap/defrag/defrag_options.hpp>
+#include <soaheap/reflection/class_traits.cuh>
 
 #include <chrono>
 #include <cstdint>
@@ -21,6 +22,27 @@
 #include <vector>
 
 namespace soaheap {
+
+template <class... Classes>
+class Heap;
+
+namespace detail {
+
+/// Bytes of one object's fields for each class of a soaheap::Heap (0 for an abstract class), and 0
+/// (unknown) for a heap type that is not a soaheap::Heap.
+template <class HeapType>
+struct ProfiledObjectBytes {
+  static std::uint64_t of(int) { return 0; }
+};
+template <class... Classes>
+struct ProfiledObjectBytes<Heap<Classes...>> {
+  static std::uint64_t of(int class_index) {
+    static constexpr std::uint64_t kBytes[] = {(Classes::kAbstract ? std::uint64_t{0} : object_size_v<Classes>)...};
+    return class_index >= 0 && class_index < static_cast<int>(sizeof...(Classes)) ? kBytes[class_index] : 0;
+  }
+};
+
+}  // namespace detail
 
 /// @brief Writes a soaheap profile file (JSON Lines, format version 1).
 ///
@@ -48,9 +70,11 @@ class Profiler {
     std::string name;
     int capacity = 0;  ///< 0 for an abstract class
     bool abstract = false;
+    std::uint64_t object_bytes = 0;  ///< bytes of one object's fields; 0 when unknown (then not recorded)
   };
 
-  /// @brief Writes the header line: application, backend, device, heap and block sizes, classes.
+  /// @brief Writes the header line: application, backend, device, heap size (what it holds now and
+  ///        the most it may grow to), block size, classes (with their object sizes).
   /// @param config_json free-form settings of the run (defrag factor, policy, ...) as JSON text,
   ///        recorded as is (a value other than an object is recorded as {"value": ...})
   /// @throw invalid_argument when @p config_json is not JSON
@@ -59,19 +83,32 @@ class Profiler {
     std::vector<ProfiledClass> classes;
     for (int c = 0; c < Heap::kClassCount; ++c) {
       const bool abstract = Heap::class_is_abstract(c);
-      classes.push_back({Heap::class_name(c), abstract ? 0 : Heap::capacity_of_class(c), abstract});
+      classes.push_back({Heap::class_name(c), abstract ? 0 : Heap::capacity_of_class(c), abstract,
+                         detail::ProfiledObjectBytes<Heap>::of(c)});
     }
     attach(heap.backend(), describe_device(heap.backend(), heap.host_threads()), heap.heap_bytes(),
-           heap.block_bytes(), classes, config_json);
+           heap.max_bytes(), heap.block_bytes(), classes, config_json);
   }
 
   /// @brief attach() for a heap known by its figures (a host-compiled harness that sees no heap type).
-  void attach(Backend backend, const std::string& device, std::uint64_t heap_bytes, std::uint64_t block_bytes,
-              const std::vector<ProfiledClass>& classes, const std::string& config_json = "{}") {
-    attach_described(std::string(to_string(backend)), device, heap_bytes, block_bytes, classes, config_json);
+  /// @param heap_bytes bytes the heap holds now; @param max_bytes the most it may grow to (its size
+  ///        when fixed)
+  void attach(Backend backend, const std::string& device, std::uint64_t heap_bytes, std::uint64_t max_bytes,
+              std::uint64_t block_bytes, const std::vector<ProfiledClass>& classes,
+              const std::string& config_json = "{}") {
+    attach_described(std::string(to_string(backend)), device, heap_bytes, max_bytes, block_bytes, classes,
+                     config_json);
   }
 
-  /// @brief Records the heap's statistics at @p iteration, if it falls on the sampling interval.
+  /// @brief attach() for a heap known by its figures, without its maximum size: the header then has
+  ///        no max_bytes.
+  void attach(Backend backend, const std::string& device, std::uint64_t heap_bytes, std::uint64_t block_bytes,
+              const std::vector<ProfiledClass>& classes, const std::string& config_json = "{}") {
+    attach_described(std::string(to_string(backend)), device, heap_bytes, 0, block_bytes, classes, config_json);
+  }
+
+  /// @brief Records the heap's statistics at @p iteration, if it falls on the sampling interval:
+  ///        each class's occupancy, the heap's resident bytes and mapped blocks, untyped memory.
   template <class Heap>
   void sample(const Heap& heap, long long iteration) {
     if (iteration % sampling_interval_ != 0) return;
@@ -94,7 +131,7 @@ class Profiler {
 
  private:
   void attach_described(const std::string& backend, const std::string& device, std::uint64_t heap_bytes,
-                        std::uint64_t block_bytes, const std::vector<ProfiledClass>& classes,
+                        std::uint64_t max_bytes, std::uint64_t block_bytes, const std::vector<ProfiledClass>& classes,
                         const std::string& config_json);
   void require_attached(const char* what) const;
   void write_line(const std::string& line);

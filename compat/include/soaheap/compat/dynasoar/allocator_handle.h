@@ -35,6 +35,14 @@
 #define SOAHEAP_DYNASOAR_TIME_ENUMERATION 1
 #endif
 
+#ifndef SOAHEAP_DYNASOAR_GROW
+/// Build flag: 1 (default) lets the handle's heap grow past SoaAllocator's object count when the
+/// program needs more (HeapOptions::max_bytes = the GPU's memory, growth_headroom 8: DynaSOAr's
+/// programs create many objects in one kernel); 0 keeps DynaSOAr's fixed heap. A unified-memory
+/// heap stays fixed.
+#define SOAHEAP_DYNASOAR_GROW 1
+#endif
+
 #ifndef SOAHEAP_DYNASOAR_PACK_ALLOCATIONS
 /// Build flag: HeapOptions::pack_allocations for the handle's heap, 1 by default (lanes of diverged
 /// warps look again before they start a new block). DynaSOAr's programs size their heaps for
@@ -90,8 +98,7 @@ class AllocatorHandle {
       : heap_(options),
         allocator_memory_(options.backend, sizeof(AllocatorT), heap_.managed()),
         synchronous_(SOAHEAP_DYNASOAR_ASYNCHRONOUS < 0 ? host_reads_heap() : SOAHEAP_DYNASOAR_ASYNCHRONOUS == 0) {
-    const AllocatorT allocator(heap_.view());
-    allocator_memory_.copy_from_host(0, &allocator, sizeof(AllocatorT));
+    upload_view();
   }
 
   /// @brief The allocator object in the heap's memory, for kernels (`__device__ AllocatorT*`).
@@ -277,11 +284,18 @@ class AllocatorHandle {
     options.backend = backend;
     options.time_enumeration = SOAHEAP_DYNASOAR_TIME_ENUMERATION != 0;  // DynaSOAr always measures it
     options.pack_allocations = SOAHEAP_DYNASOAR_PACK_ALLOCATIONS != 0;
+    if (SOAHEAP_DYNASOAR_GROW != 0) {
+      options.max_bytes = ::soaheap::HeapOptions::kAllMemory;
+      options.growth_headroom = 8;
+    }
     return options;
   }
   static ::soaheap::HeapOptions default_options(bool unified_memory) {
     ::soaheap::HeapOptions options = options_for(SOAHEAP_HAS_CUDA ? ::soaheap::Backend::cuda : ::soaheap::Backend::host);
-    if (unified_memory) options.memory = ::soaheap::HeapMemory::managed;
+    if (unified_memory) {
+      options.memory = ::soaheap::HeapMemory::managed;
+      options.max_bytes = 0;  // managed heaps are fixed
+    }
     return options;
   }
 
@@ -292,10 +306,22 @@ class AllocatorHandle {
   void finish_operation() {
     if (synchronous_) {
       heap_.synchronize();
-      return;
+    } else {
+      previous_operation_.mark_and_wait_for_previous(heap_.executor());
+      heap_.throw_signalled_error();
     }
-    previous_operation_.mark_and_wait_for_previous(heap_.executor());
-    heap_.throw_signalled_error();
+    // A heap that grew gets more blocks that kernels may index: the allocator the program's own
+    // kernels use must know them (rare: the blocks double at most per upload).
+    if (heap_.growable()) {
+      (void)heap_.view();  // keeps the heap's headroom for the next kernel
+      if (heap_.block_count() != uploaded_block_count_) upload_view();
+    }
+  }
+  /// Writes the allocator object (its HeapView) where the program's kernels find it.
+  void upload_view() {
+    const AllocatorT allocator(heap_.view());
+    allocator_memory_.copy_from_host(0, &allocator, sizeof(AllocatorT));
+    uploaded_block_count_ = heap_.block_count();
   }
 
   template <class T>
@@ -329,6 +355,7 @@ class AllocatorHandle {
 
   Heap heap_;
   ::soaheap::detail::Memory allocator_memory_;
+  std::uint64_t uploaded_block_count_ = 0;
   bool synchronous_;
   ::soaheap::detail::PreviousOperationWait previous_operation_;
   int defrag_runs_ = 0;

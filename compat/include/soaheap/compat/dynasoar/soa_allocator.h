@@ -211,7 +211,7 @@ SOAHEAP_UNROLL
     const ::soaheap::BitmapView allocated = heap.allocated_blocks(kClass);
     const std::uint64_t full = heap.full_mask(kClass);
     std::uint64_t slots = 0;
-    for (std::uint64_t word = 0; word < heap.bitmap_shape.level_words[0]; ++word) {
+    for (std::uint64_t word = 0; word < heap.block_words(); ++word) {
       std::uint64_t blocks = ::soaheap::detail::atomic_load(&allocated.word(0, word));
       while (blocks != 0) {
         const std::uint64_t block = word * 64 + static_cast<std::uint64_t>(::soaheap::detail::lowest_set_bit(blocks));

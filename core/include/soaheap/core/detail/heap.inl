@@ -136,8 +136,9 @@ std::string Heap<Classes...>::growth_summary() const {
              " has no free memory left (max_bytes=" + std::to_string(max_bytes_) + " not reached). Free memory";
     case detail::GrowthRefusal::capacity:
       return "The heap could not grow further inside one kernel: a kernel may grow it to " +
-             std::to_string(block_count_) + " blocks, twice what was mapped when it was launched. Create objects in "
-             "smaller launches or reserve_blocks() first";
+             std::to_string(block_count_) + " blocks, growth_headroom=" + std::to_string(options_.growth_headroom) +
+             " times what was mapped when it was launched. Create objects in smaller launches, reserve_blocks() "
+             "first or raise HeapOptions::growth_headroom";
     default:
       return "The heap could not grow in time (no answer from the host within " +
              std::to_string(detail::kGrowthWaitNanoseconds / 1000000000) + " s)";
@@ -187,25 +188,25 @@ typename Heap<Classes...>::BlockList Heap<Classes...>::enumerate_blocks(int bitm
   BlockList list;
   list.id_array = buffer.ids.template as<std::uint32_t>();
   list.backend = options_.backend;
-  const std::uint64_t* level0 = make_internals().bitmap(bitmap_index).words();
+  const BitmapView bitmap = make_internals().bitmap(bitmap_index);
   if (options_.backend == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
     std::uint64_t* selected = buffer.counters.template as<std::uint64_t>() + 2;
     const thrust::counting_iterator<std::uint32_t> indices(0);
     std::size_t temp_bytes = 0;
     SOAHEAP_CUDA_CHECK(cub::DeviceSelect::If(nullptr, temp_bytes, indices, list.ids(), selected,
-                                              static_cast<std::int64_t>(block_count_), detail::BitIsSet{level0},
+                                              static_cast<std::int64_t>(block_count_), detail::BitIsSet{bitmap},
                                               executor_.stream));
     ensure_scratch(temp_bytes);
     SOAHEAP_CUDA_CHECK(cub::DeviceSelect::If(scratch_.get(), temp_bytes, indices, list.ids(), selected,
-                                              static_cast<std::int64_t>(block_count_), detail::BitIsSet{level0},
+                                              static_cast<std::int64_t>(block_count_), detail::BitIsSet{bitmap},
                                               executor_.stream));
     buffer.counters.copy_to_host(&list.count, 2 * sizeof(std::uint64_t), sizeof(std::uint64_t));
 #endif
   } else {
     std::uint32_t* out = list.ids();
-    for (std::uint64_t w = 0; w < shape_.level_words[0]; ++w) {
-      std::uint64_t bits = level0[w];
+    for (std::uint64_t w = 0; w < (block_count_ + 63) / 64; ++w) {
+      std::uint64_t bits = *bitmap.level0_word(w);
       while (bits != 0) {
         out[list.count++] = static_cast<std::uint32_t>(w * 64 + static_cast<std::uint64_t>(detail::lowest_set_bit(bits)));
         bits &= bits - 1;

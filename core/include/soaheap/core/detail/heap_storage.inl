@@ -93,7 +93,9 @@ void Heap<Classes...>::make_storage(std::uint64_t initial_blocks) {
   data_ = detail::GrowableMemory::reserved(backend, max_blocks_ * Layout::kDataBytes, 64 * Layout::kDataBytes);
   headers_ = detail::GrowableMemory::reserved(backend, max_blocks_ * sizeof(BlockHeader), 1);
   bitmaps_ = detail::GrowableMemory::reserved(backend, Internals::kBitmapCount * shape_.total_words * sizeof(std::uint64_t), 1);
-  const std::uint64_t capacity = std::min(max_blocks_, detail::round_up(2 * mapped, 64));
+  if (options_.growth_headroom < 2 || options_.growth_headroom > 64)
+    throw invalid_argument("soaheap: growth_headroom=" + std::to_string(options_.growth_headroom) + " is outside 2..64");
+  const std::uint64_t capacity = std::min(max_blocks_, detail::round_up(options_.growth_headroom * mapped, 64));
   if (!data_.ensure(mapped * Layout::kDataBytes) || !commit_metadata(capacity))
     throw out_of_memory("soaheap: mapping the initial " + std::to_string(mapped) + " blocks of a growable heap failed");
   block_count_ = capacity;
@@ -126,6 +128,7 @@ void Heap<Classes...>::extend_capacity(std::uint64_t blocks) {
   synchronize();
   std::lock_guard<std::mutex> lock(grower_->mutex());
   std::uint64_t capacity = std::min(max_blocks_, detail::round_up(std::max(blocks, 2 * block_count_), 64));
+  if (capacity < blocks) capacity = std::min(max_blocks_, detail::round_up(blocks, 64));
   if (!commit_metadata(capacity)) {
     capacity = std::min(max_blocks_, detail::round_up(blocks, 64));
     if (!commit_metadata(capacity)) return;  // no memory even for headers: kernels will report it
@@ -142,7 +145,8 @@ void Heap<Classes...>::extend_capacity(std::uint64_t blocks) {
 template <class... Classes>
 void Heap<Classes...>::keep_growth_headroom() {
   const std::uint64_t mapped = mapped_blocks_.load();
-  if (2 * mapped > block_count_ && block_count_ < max_blocks_) extend_capacity(2 * mapped);
+  const std::uint64_t wanted = options_.growth_headroom * mapped;
+  if (wanted > block_count_ && block_count_ < max_blocks_) extend_capacity(wanted);
   publish_grown_blocks();
 }
 
@@ -174,20 +178,28 @@ void Heap<Classes...>::write_free_words(std::uint64_t from, std::uint64_t to) {
   const auto value = [&](std::uint64_t word) {
     return to >= word * 64 + 64 ? ~std::uint64_t{0} : detail::low_bits(static_cast<int>(to - word * 64));
   };
+  if (end <= first) return;
   if (options_.backend == Backend::host) {
     for (std::uint64_t w = first; w < end; ++w) detail::atomic_store(free_bits.level0_word(w), value(w));
     return;
   }
 #if SOAHEAP_HAS_CUDA
-  // Whole words from a pinned word of ones, one strided copy on the grower's stream (no kernel:
-  // the heap's kernels may fill the GPU while they wait for this); then the last, partial word.
+  constexpr std::size_t kPitch = Internals::kBitmapCount * sizeof(std::uint64_t);
+  if (grower_ == nullptr) {  // a fixed heap's creation: nothing runs, one plain strided copy
+    std::vector<std::uint64_t> words(end - first);
+    for (std::uint64_t w = first; w < end; ++w) words[w - first] = value(w);
+    SOAHEAP_CUDA_CHECK(cudaMemcpy2D(free_bits.level0_word(first), kPitch, words.data(), sizeof(std::uint64_t),
+                                    sizeof(std::uint64_t), words.size(), cudaMemcpyHostToDevice));
+    return;
+  }
+  // Whole words from pinned words of ones, one strided copy on the grower's stream (no kernel: the
+  // heap's kernels may fill the GPU while they wait for this); then the last, partial word.
   std::uint64_t* staging = free_word_staging_.host();
   std::uint64_t* partial = staging + shape_.level_words[0];
   const std::uint64_t whole = value(end - 1) == ~std::uint64_t{0} ? end - first : end - first - 1;
   const cudaStream_t stream = grower_->stream();
   if (whole != 0)
-    SOAHEAP_CUDA_CHECK(cudaMemcpy2DAsync(free_bits.level0_word(first), Internals::kBitmapCount * sizeof(std::uint64_t),
-                                         staging, sizeof(std::uint64_t), sizeof(std::uint64_t), whole,
+    SOAHEAP_CUDA_CHECK(cudaMemcpy2DAsync(free_bits.level0_word(first), kPitch, staging, sizeof(std::uint64_t), sizeof(std::uint64_t), whole,
                                          cudaMemcpyHostToDevice, stream));
   if (whole != end - first) {
     *partial = value(end - 1);
