@@ -4,6 +4,7 @@
 ///        launches bulk operations (parallel_new, parallel_do, stats, validate), reports errors that
 ///        kernels recorded, and hands out HeapView handles for kernels.
 
+#include <soaheap/base/log.hpp>
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/detail/growable_memory.cuh>
 #include <soaheap/core/detail/heap_growth.cuh>

@@ -36,11 +36,12 @@
 #endif
 
 #ifndef SOAHEAP_DYNASOAR_GROW
-/// Build flag: 1 (default) lets the handle's heap grow past SoaAllocator's object count when the
-/// program needs more (HeapOptions::max_bytes = the GPU's memory, growth_headroom 8: DynaSOAr's
-/// programs create many objects in one kernel); 0 keeps DynaSOAr's fixed heap. A unified-memory
-/// heap stays fixed.
-#define SOAHEAP_DYNASOAR_GROW 1
+/// Build flag: 1 lets the handle's heap grow past SoaAllocator's object count when the program
+/// needs more (HeapOptions::max_bytes = the GPU's memory, growth_headroom 8: DynaSOAr's programs
+/// create many objects in one kernel). 0 (default) keeps DynaSOAr's fixed heap: growth inside a
+/// running kernel is validated on the host backend, not yet on a GPU (docs/decisions/027). A
+/// unified-memory heap stays fixed.
+#define SOAHEAP_DYNASOAR_GROW 0
 #endif
 
 #ifndef SOAHEAP_DYNASOAR_PACK_ALLOCATIONS

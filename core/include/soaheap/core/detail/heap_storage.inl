@@ -46,12 +46,17 @@ template <class... Classes>
 void Heap<Classes...>::make_storage(std::uint64_t initial_blocks) {
   const Backend backend = options_.backend;
   std::uint64_t max_blocks = initial_blocks;
-  if (options_.max_bytes != 0) {
-    if (managed())
-      throw usage_error("soaheap: a managed heap cannot grow (max_bytes=" + std::to_string(options_.max_bytes) +
-                        "); give max_bytes = 0 or use HeapMemory::device");
+  const bool whole_memory = options_.max_bytes == HeapOptions::kAllMemory;
+  if (options_.max_bytes != 0 && managed())
+    throw usage_error("soaheap: a managed heap cannot grow (max_bytes=" + std::to_string(options_.max_bytes) +
+                      "); give max_bytes = 0 or use HeapMemory::device");
+  if (whole_memory && !detail::virtual_memory_supported(backend)) {
+    // "Grow if you can" on a GPU or driver without virtual memory management: the heap as asked
+    // for, fixed, and one warning. An explicit max_bytes is refused instead (ReservedRange).
+    log::warn("soaheap: this GPU has no virtual memory management; the heap keeps its initial size of ",
+              initial_blocks, " blocks (max_bytes = kAllMemory ignored)");
+  } else if (options_.max_bytes != 0) {
     const std::uint64_t memory = detail::memory_of(backend);
-    const bool whole_memory = options_.max_bytes == HeapOptions::kAllMemory;
     if (!whole_memory && options_.max_bytes > memory)
       throw invalid_argument("soaheap: max_bytes=" + std::to_string(options_.max_bytes) + " is more than the " +
                              std::string(backend == Backend::cuda ? "GPU's" : "machine's") + " memory (" +

@@ -153,6 +153,19 @@ struct VirtualMemoryDriver {
 #endif
 
 // ---- definitions ----------------------------------------------------------------------------------
+/// True when ranges can be reserved on @p backend: always on the host; on cuda when the driver has
+/// virtual memory management and the current GPU supports it.
+inline bool virtual_memory_supported(Backend backend) {
+  if (backend != Backend::cuda) return true;
+  try {
+    (void)ReservedRange::granularity(backend);
+    return true;
+  } catch (const usage_error&) {
+    return false;
+  }
+}
+
+
 inline std::uint64_t ReservedRange::granularity(Backend backend) {
   if (backend == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
@@ -165,7 +178,7 @@ inline std::uint64_t ReservedRange::granularity(Backend backend) {
         "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)");
     if (supported == 0)
       throw usage_error("soaheap: GPU " + std::to_string(device) +
-                        " has no virtual memory management, which a growable heap needs; give max_bytes == bytes "
+                        " has no virtual memory management, which a growable heap needs; give max_bytes = 0 "
                         "for a fixed heap");
     const CUmemAllocationProp prop = VirtualMemoryDriver::properties(device);
     std::size_t bytes = 0;
