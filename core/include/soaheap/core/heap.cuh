@@ -7,6 +7,7 @@
 #include <soaheap/base/log.hpp>
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/detail/growable_memory.cuh>
+#include <soaheap/core/detail/heap_buffers.cuh>
 #include <soaheap/core/detail/heap_growth.cuh>
 #include <soaheap/core/detail/kernels.cuh>
 #include <soaheap/core/detail/operation_timer.cuh>
@@ -98,33 +99,27 @@ class Heap {
   /// @brief True for a cuda heap in managed memory (HeapMemory::managed): host code may then follow
   /// object pointers and read and write fields between kernels, after synchronize().
   bool managed() const { return options_.backend == Backend::cuda && options_.memory == HeapMemory::managed; }
-  /// @brief Blocks whose headers and bitmap bits exist: the blocks kernels may index, a bound on the
-  /// blocks mapped now (mapped_block_count()); a growing heap raises it between kernels.
+  /// @brief Blocks with headers and bitmap bits: what kernels may index (>= mapped_block_count()).
   std::uint64_t block_count() const { return block_count_; }
   static constexpr std::uint64_t block_bytes() { return Layout::kDataBytes; }
-  /// @brief Bytes the heap occupies: data segments, block headers and bitmaps (for a growable heap,
-  /// what is mapped now: resident_bytes()).
+  /// @brief Bytes the heap occupies now: data segments, block headers and bitmaps (resident_bytes()).
   std::uint64_t heap_bytes() const { return resident_bytes(); }
 
-  // ---- memory that follows the live set ------------------------------------------------------------
-  /// @brief True when the heap maps memory as it needs it (HeapOptions::max_bytes above bytes).
+  // ---- memory that follows the live set (HeapOptions::max_bytes; docs/decisions/027) ---------------
   bool growable() const { return grower_ != nullptr; }
   /// @brief Bytes of memory the heap holds now: mapped data, headers and bitmaps.
-  std::uint64_t resident_bytes() const {
-    return data_.resident_bytes() + headers_.resident_bytes() + bitmaps_.resident_bytes();
-  }
+  std::uint64_t resident_bytes() const;
   /// @brief Bytes the heap may grow to (its max_bytes; its size for a fixed heap).
   std::uint64_t max_bytes() const { return max_bytes_; }
-  /// @brief Blocks whose data is mapped and which allocation may use; grows while kernels run.
+  /// @brief Blocks with data memory that allocation may use; grows while kernels run.
   std::uint64_t mapped_block_count() const { return mapped_blocks_.load(); }
-  /// @brief Maps memory for at least @p blocks blocks now (between kernels; parallel_new does it
-  /// for what it creates). False when max_bytes or the GPU's memory does not allow it.
+  /// @brief Maps memory for at least @p blocks blocks now (parallel_new does it for what it
+  /// creates). False when max_bytes or the GPU's memory does not allow it.
   bool reserve_blocks(std::uint64_t blocks);
-  /// @brief Gives the GPU (or the system) back the memory of the free blocks at the end of the heap,
-  /// in whole chunks; returns the bytes released. Objects do not move: compact first to gather the
-  /// free blocks there (soaheap::trim does both). Synchronizes. Nothing to do for a fixed heap.
+  /// @brief Unmaps the whole chunks of free blocks at the heap's end; returns the bytes released.
+  /// Nothing moves (soaheap::trim gathers objects first). Synchronizes. 0 for a fixed heap.
   std::uint64_t release_free_memory();
-  /// @brief Times a kernel waited for growth: the longest host answer to a request (nanoseconds).
+  /// @brief The longest host answer to a kernel waiting for growth (nanoseconds).
   std::uint64_t longest_growth_nanoseconds() const { return grower_ ? grower_->longest_answer_nanoseconds() : 0; }
   /// @brief Worker threads of the host backend (0 on cuda).
   unsigned host_threads() const { return pool_ ? pool_->size() : 0; }
@@ -243,17 +238,7 @@ class Heap {
   /// follow them. A managed heap is visited in place, and its pointers may be followed. fn must not
   /// create or destroy objects.
   template <class T, class Function>
-  void for_each_writable(Function&& fn) {
-    const OperationGuard guard(*this, "for_each_writable");
-    if (managed()) {  // in place: the writes are the heap's
-      synchronize();
-      view().template for_each_object<T>([&](T* object) { fn(object); });
-      return;
-    }
-    const Snapshot snapshot = take_snapshot(true);
-    snapshot.view.template for_each_object<T>([&](T* object) { fn(object); });
-    if (options_.backend == Backend::cuda) data_.copy_from_host(0, snapshot.data.get(), data_.committed_bytes());
-  }
+  void for_each_writable(Function&& fn);
 
   /// @brief Number of live objects of T and its subclasses.
   template <class T>
@@ -269,14 +254,7 @@ class Heap {
   /// since the heap was created: the enumeration overhead of the DynaSOAr paper. Measured only with
   /// HeapOptions::time_enumeration (on cuda from the first start to the last end of the warps of
   /// each enumeration launch); 0 otherwise. Waits for the heap's stream.
-  double enumeration_seconds() const {
-    if (options_.backend == Backend::host) return enumeration_timer_.seconds(executor_);
-    if (!options_.time_enumeration) return 0;
-    executor_.synchronize();
-    detail::EnumerationClock clock{};
-    runtime_.copy_to_host(&clock, offsetof(detail::HeapRuntimeState, enumeration_clock), sizeof(clock));
-    return static_cast<double>(clock.total_nanoseconds()) * 1e-9;
-  }
+  double enumeration_seconds() const;
 
   /// @brief Blocks in use now (not free). Synchronizes.
   std::uint64_t allocated_block_count() const {
@@ -332,22 +310,7 @@ class Heap {
   // Profiler and migrate.
   /// @brief Block ids in memory of the heap's backend (owned by the heap: valid until the next
   /// enumeration of the same bitmap).
-  struct BlockList {
-    std::uint32_t* id_array = nullptr;
-    std::uint64_t count = 0;
-    Backend backend = Backend::host;
-    const std::uint32_t* ids() const { return id_array; }
-    std::uint32_t* ids() { return id_array; }
-    /// Id number @p index, read to the host.
-    std::uint32_t id_at(std::uint64_t index) const {
-      std::uint32_t id = 0;
-      if (backend == Backend::host) return id_array[index];
-#if SOAHEAP_HAS_CUDA
-      SOAHEAP_CUDA_CHECK(cudaMemcpy(&id, id_array + index, sizeof(id), cudaMemcpyDeviceToHost));
-#endif
-      return id;
-    }
-  };
+  using BlockList = detail::BlockList;
 
   /// Marks the heap busy for the duration of a bulk operation (refuses to nest).
   class OperationGuard {
@@ -368,14 +331,7 @@ class Heap {
   };
 
   /// A host copy of the heap's metadata (and, if requested, data) with a view over it.
-  struct Snapshot {
-    std::vector<BlockHeader> headers;
-    std::vector<std::uint64_t> bitmap_words;
-    BitmapShape shape;               ///< of the copied bitmaps: block_count() blocks
-    detail::Memory data;            // host memory, 128-byte aligned
-    detail::HeapRuntimeState state{};
-    Internals view;  ///< the heap's internals over the copies
-  };
+  using Snapshot = detail::HeapSnapshot<Internals>;
 
  private:
   friend struct detail::InternalsAccess;
@@ -458,11 +414,9 @@ class Heap {
   detail::HeapGrower::Result map_blocks(std::uint64_t target);
   /// Writes the free bits of blocks [from, to) (level 0 only, by copy) for map_blocks.
   void write_free_words(std::uint64_t from, std::uint64_t to);
-  /// Enqueues the publication of blocks the grower mapped that the host has not published yet
-  /// (kernels that waited for them publish them too; doing it twice is harmless).
+  /// Enqueues the publication of blocks mapped since the host's last one (idempotent).
   void publish_grown_blocks() const;
-  /// Maps the headers and bitmap words of blocks [0, @p blocks) (zeroed where new).
-  bool commit_metadata(std::uint64_t blocks);
+  bool commit_metadata(std::uint64_t blocks);  ///< maps headers and bitmap words of [0, blocks)
 
   /// A managed heap must fit into the GPU's free memory: over-subscribed managed memory would page
   /// between host and GPU inside every kernel instead of failing.
@@ -481,30 +435,14 @@ class Heap {
     if (scratch_.bytes() < bytes) scratch_ = detail::Memory(options_.backend, bytes);
   }
 
-  /// Block-id storage of one bitmap, made on its first enumeration and reused ever after.
-  /// counters: [0] and [1] alternate as the count of parallel_do enumerations (each zeroes the one
-  /// the next will use, so no separate reset is needed), [2] receives stream compaction counts.
-  struct ListBuffer {
-    std::uint64_t blocks = 0;  ///< the block_count_ it was made for
-    detail::Memory ids;
-    detail::Memory snapshots;  ///< parallel_do's iteration snapshots, one per listed block (made on first use)
-    detail::Memory counters;
-    detail::LaunchHintWord launch_hint;  ///< threads of the last parallel_do over this list
-    int parity = 0;
-  };
+  using ListBuffer = detail::ListBuffer;
   ListBuffer& list_buffer(int bitmap_index) const;
   /// The list an EnumerateKernel fills for the allocated blocks of @p class_index.
   detail::EnumerationTarget next_enumeration(int class_index) const;
 
   /// The clock the next enumeration launch stamps: none unless timed on cuda; its two intervals in
   /// turn (EnumerationClock).
-  detail::EnumerationStamp next_enumeration_stamp() const {
-    if (!options_.time_enumeration || options_.backend != Backend::cuda) return {};
-    auto* clock = reinterpret_cast<detail::EnumerationClock*>(static_cast<char*>(runtime_.get()) +
-                                                              offsetof(detail::HeapRuntimeState, enumeration_clock));
-    enumeration_slot_ = 1 - enumeration_slot_;
-    return {clock, enumeration_slot_};
-  }
+  detail::EnumerationStamp next_enumeration_stamp() const;
 
   std::uint64_t read_runtime_counter(std::size_t offset) const {
     synchronize();

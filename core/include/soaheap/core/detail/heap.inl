@@ -30,6 +30,39 @@ Heap<Classes...>::Heap(const HeapOptions& options) : options_(options) {
 }
 
 template <class... Classes>
+double Heap<Classes...>::enumeration_seconds() const {
+  if (options_.backend == Backend::host) return enumeration_timer_.seconds(executor_);
+  if (!options_.time_enumeration) return 0;
+  executor_.synchronize();
+  detail::EnumerationClock clock{};
+  runtime_.copy_to_host(&clock, offsetof(detail::HeapRuntimeState, enumeration_clock), sizeof(clock));
+  return static_cast<double>(clock.total_nanoseconds()) * 1e-9;
+}
+
+template <class... Classes>
+detail::EnumerationStamp Heap<Classes...>::next_enumeration_stamp() const {
+  if (!options_.time_enumeration || options_.backend != Backend::cuda) return {};
+  auto* clock = reinterpret_cast<detail::EnumerationClock*>(static_cast<char*>(runtime_.get()) +
+                                                            offsetof(detail::HeapRuntimeState, enumeration_clock));
+  enumeration_slot_ = 1 - enumeration_slot_;
+  return {clock, enumeration_slot_};
+}
+
+template <class... Classes>
+template <class T, class Function>
+void Heap<Classes...>::for_each_writable(Function&& fn) {
+  const OperationGuard guard(*this, "for_each_writable");
+  if (managed()) {  // in place: the writes are the heap's
+    synchronize();
+    view().template for_each_object<T>([&](T* object) { fn(object); });
+    return;
+  }
+  const Snapshot snapshot = take_snapshot(true);
+  snapshot.view.template for_each_object<T>([&](T* object) { fn(object); });
+  if (options_.backend == Backend::cuda) data_.copy_from_host(0, snapshot.data.get(), data_.committed_bytes());
+}
+
+template <class... Classes>
 void Heap<Classes...>::synchronize() const {
   executor_.synchronize();
   if (grower_ != nullptr && mapped_blocks_.load() > published_host_) {  // grown while kernels ran

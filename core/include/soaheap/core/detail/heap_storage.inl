@@ -113,6 +113,14 @@ void Heap<Classes...>::make_storage(std::uint64_t initial_blocks) {
 }
 
 template <class... Classes>
+std::uint64_t Heap<Classes...>::resident_bytes() const {
+  // The grower thread may be mapping: read the ranges under its lock.
+  std::unique_lock<std::mutex> lock;
+  if (grower_ != nullptr) lock = std::unique_lock<std::mutex>(grower_->mutex());
+  return data_.resident_bytes() + headers_.resident_bytes() + bitmaps_.resident_bytes();
+}
+
+template <class... Classes>
 bool Heap<Classes...>::commit_metadata(std::uint64_t blocks) {
   if (!headers_.ensure(blocks * sizeof(BlockHeader))) return false;
   constexpr std::uint64_t kStrideBytes = Internals::kBitmapCount * sizeof(std::uint64_t);
