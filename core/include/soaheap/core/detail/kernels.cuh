@@ -11,26 +11,23 @@
 
 namespace soaheap::detail {
 
-/// Bit @p position of @p bitmap's level 0, read through the read-only cache: for bitmaps nothing
-/// writes while the kernel runs (the atomic loads the allocator needs bypass L1).
-SOAHEAP_HD inline bool read_only_bit(const BitmapView& bitmap, std::uint64_t position) {
-  const std::uint64_t* word = bitmap.level0_word(position / 64);
+/// Bit @p bit of the word at @p word, read through the read-only cache: for bitmaps nothing writes
+/// while the kernel runs (the atomic loads the allocator needs bypass L1).
+SOAHEAP_HD inline bool read_only_bit_of_word(const std::uint64_t* word, std::uint64_t bit) {
 #if SOAHEAP_DEVICE_CODE
   const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
 #else
   const std::uint64_t bits = *word;
 #endif
-  return ((bits >> (position % 64)) & 1u) != 0;
+  return ((bits >> bit) & 1u) != 0;
 }
-/// The same for a plain bit array (a plan's own donor bits).
+/// Bit @p position of @p bitmap's level 0.
+SOAHEAP_HD inline bool read_only_bit(const BitmapView& bitmap, std::uint64_t position) {
+  return read_only_bit_of_word(bitmap.level0_word(position / 64), position % 64);
+}
+/// Bit @p position of a plain bit array (a plan's own donor bits).
 SOAHEAP_HD inline bool read_only_bit(const std::uint64_t* words, std::uint64_t position) {
-  const std::uint64_t* word = words + position / 64;
-#if SOAHEAP_DEVICE_CODE
-  const std::uint64_t bits = __ldg(reinterpret_cast<const unsigned long long*>(word));
-#else
-  const std::uint64_t bits = *word;
-#endif
-  return ((bits >> (position % 64)) & 1u) != 0;
+  return read_only_bit_of_word(words + position / 64, position % 64);
 }
 
 /// Marks every block free (allocation bitmap invalidated, no class).
