@@ -1201,6 +1201,41 @@ def plot_comparison(profile_a: Profile, profile_b: Profile, options: FigureOptio
     _save_figure(figure, options)
 
 
+def plot_memory_comparison(profile_a: Profile, profile_b: Profile, options: FigureOptions) -> None:
+    """Resident (solid) and allocated (dashed) memory of two runs, and A's live bytes (dotted):
+    e.g. a growing heap against a fixed one of the same program."""
+    plot_format(options.output_path)
+    for profile in (profile_a, profile_b):
+        if not profile.samples:
+            raise ProfileError(f"{profile.path}: no sample lines, nothing to plot")
+    timelines = [memory_timeline(profile_a), memory_timeline(profile_b)]
+    peak = max(max(max(timeline.allocated_bytes), max(timeline.live_bytes),
+                   max((value for value in timeline.resident_bytes if value is not None), default=0))
+               for timeline in timelines)
+    unit, unit_bytes = _binary_unit(peak)
+
+    figure = _new_figure(options)
+    axes = figure.add_subplot()
+    for letter, profile, timeline, color in zip("AB", (profile_a, profile_b), timelines, RUN_COLORS):
+        run_label = f"{letter}: {os.path.basename(profile.path)}"
+        if timeline.has_resident:
+            axes.plot(timeline.iterations,
+                      [math.nan if value is None else value / unit_bytes for value in timeline.resident_bytes],
+                      color=color, linewidth=1.8, label=f"{run_label} resident")
+        axes.plot(timeline.iterations, [value / unit_bytes for value in timeline.allocated_bytes], color=color,
+                  linewidth=1.2, linestyle="--", label=f"{run_label} allocated")
+    axes.plot(timelines[0].iterations, [value / unit_bytes for value in timelines[0].live_bytes], color=LIVE_COLOR,
+              linewidth=1.2, linestyle=":", label="A: live (objects)")
+    _label_iteration_axis(axes)
+    axes.set_ylabel(f"memory ({unit})")
+    axes.set_ylim(bottom=0)
+    axes.margins(x=0)
+    axes.set_title(options.title or "resident (solid) and allocated (dashed) memory: A vs B")
+    handles, labels = axes.get_legend_handles_labels()
+    _place_legend(axes, handles, labels)
+    _save_figure(figure, options)
+
+
 # --------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------
@@ -1294,6 +1329,9 @@ def build_argument_parser() -> argparse.ArgumentParser:
                          help="also draw both runs' allocated and used memory over iterations into this "
                               "image (.png or .svg)")
     compare.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
+    compare.add_argument("--memory", action="store_true",
+                         help="with --output: draw both runs' resident and allocated bytes (and A's live "
+                              "bytes) instead, e.g. a growing heap against a fixed one")
     _add_figure_options(compare)
     return parser
 
@@ -1330,6 +1368,8 @@ def _run(arguments: argparse.Namespace) -> None:
         else:
             plot_profile(profile, _figure_options(arguments), arguments.classes)
     elif arguments.command == "compare":
+        if arguments.memory and arguments.output is None:
+            raise ProfileError("--memory draws a figure: give it --output")
         if arguments.output is not None:
             plot_format(arguments.output)
         profile_a = _load_reporting_warnings(arguments.file_a)
@@ -1341,7 +1381,10 @@ def _run(arguments: argparse.Namespace) -> None:
         else:
             print(format_comparison(summary_a, summary_b, metrics))
         if arguments.output is not None:
-            plot_comparison(profile_a, profile_b, _figure_options(arguments))
+            if arguments.memory:
+                plot_memory_comparison(profile_a, profile_b, _figure_options(arguments))
+            else:
+                plot_comparison(profile_a, profile_b, _figure_options(arguments))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -552,6 +552,23 @@ class CompareTest(ToolTestCase):
             self.assertIn(label, texts)
 
 
+    def test_memory_overlay_draws_resident_and_allocated_of_both_runs(self):
+        output = self.scratch_path("compare-memory.svg")
+        result = run_tool("compare", data_file("known_resident.jsonl"), data_file("known.jsonl"), "-o", output,
+                          "--memory")
+        self.assert_success(result)
+        texts = svg_texts(output)
+        for label in ("A: known_resident.jsonl resident", "A: known_resident.jsonl allocated",
+                      "B: known.jsonl allocated", "A: live (objects)"):
+            self.assertIn(label, texts)
+        # B records no resident bytes: no line is made up for it.
+        self.assertNotIn("B: known.jsonl resident", texts)
+
+    def test_memory_overlay_needs_an_output(self):
+        result = run_tool("compare", data_file("known_resident.jsonl"), data_file("known.jsonl"), "--memory")
+        self.assert_one_line_error(result, "--memory", "--output")
+
+
 class BadInputTest(ToolTestCase):
     def test_missing_file(self):
         missing = self.scratch_path("does-not-exist.jsonl")
@@ -635,7 +652,7 @@ class HelpTest(unittest.TestCase):
             (): ["summary", "plot", "compare"],
             ("summary",): ["FILE", "--json"],
             ("plot",): ["FILE", "--output", "--title", "--classes", "--memory", "--size", "--dpi"],
-            ("compare",): ["--output", "--json", "--title", "--size", "--dpi"],
+            ("compare",): ["--output", "--json", "--memory", "--title", "--size", "--dpi"],
         }
         for command, options in expected_options.items():
             with self.subTest(command=command):
