@@ -142,15 +142,16 @@ SOAHEAP_HD inline std::uint64_t atomic_fetch_or_acquire(std::uint64_t* address, 
 #endif
 }
 
-/// atomicMax for unsigned 64-bit values.
-SOAHEAP_HD inline void atomic_max(std::uint64_t* address, std::uint64_t value) {
+/// atomicMax for unsigned 64-bit values; returns the value found at @p address.
+SOAHEAP_HD inline std::uint64_t atomic_max(std::uint64_t* address, std::uint64_t value) {
 #if SOAHEAP_DEVICE_CODE
-  atomicMax(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
+  return atomicMax(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
 #else
   std::uint64_t current = __atomic_load_n(address, __ATOMIC_SEQ_CST);
   while (current < value &&
          !__atomic_compare_exchange_n(address, &current, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
   }
+  return current;
 #endif
 }
 

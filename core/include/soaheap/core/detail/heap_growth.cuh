@@ -4,14 +4,16 @@
 ///        allocation that found no free block) and the host side (`HeapGrower`, a thread that maps
 ///        memory when asked).
 ///
-/// The protocol, over a GrowthChannel in pinned host memory:
-/// 1. An allocation that finds the heap full raises `request` to the blocks it needs and waits,
-///    at most kGrowthWaitNanoseconds.
-/// 2. The grower thread sees the request, maps data memory for more blocks (a step of about an
+/// The protocol, over a GrowthChannel in device memory:
+/// 1. An allocation that finds the heap full raises `requested` (atomic max) to the blocks it needs;
+///    the thread that raised it copies the value to a pinned host word, the grower's signal. Then
+///    it waits, at most kGrowthWaitNanoseconds, reading only device memory.
+/// 2. The grower thread sees the signal, maps data memory for more blocks (a step of about an
 ///    eighth of the heap at least, so growth keeps ahead of the allocation rate), writes the free
 ///    bits of the new blocks' level-0 words by copy — words no kernel has looked at, since no upper
-///    bitmap level points at them yet — and raises `grant`. When it cannot (max_bytes reached,
-///    no GPU memory, or the blocks whose headers and bitmaps exist used up) it sets `refused`.
+///    bitmap level points at them yet — and copies a larger `grant` in. When it cannot (max_bytes
+///    reached, no GPU memory, or the blocks whose headers and bitmaps exist used up) it copies in
+///    `refused` and keeps the reason on the host. Its copies run on a stream of its own.
 /// 3. Every waiting thread that sees a larger grant sets the upper bitmap levels above the new
 ///    words (idempotent, so any number may do it at once) and raises `published_blocks`; the
 ///    allocation then tries again and finds the new blocks.
@@ -26,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -36,14 +39,26 @@ namespace soaheap::detail {
 /// Longest a kernel waits for the host to map more memory before its allocation fails.
 inline constexpr std::uint64_t kGrowthWaitNanoseconds = 10'000'000'000ull;
 
-SOAHEAP_HD inline std::uint64_t channel_load(const std::uint64_t* word) { return atomic_load(word); }
-SOAHEAP_HD inline void channel_store(std::uint64_t* word, std::uint64_t value) {
+/// Stores to the grower's signal word (pinned host memory on cuda).
+SOAHEAP_HD inline void signal_store(std::uint64_t* word, std::uint64_t value) {
 #if SOAHEAP_DEVICE_CODE
   *reinterpret_cast<volatile unsigned long long*>(word) = value;  // host memory: no device atomics
   __threadfence_system();
 #else
   __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
 #endif
+}
+
+/// Tells the grower about a request that raised `requested` to @p value. Stores of several threads
+/// may reach the host in any order; each stores again while `requested` is past what it stored,
+/// so the last store carries the largest request.
+SOAHEAP_HD inline void signal_request(GrowthChannel* channel, std::uint64_t value) {
+  for (;;) {
+    signal_store(channel->request_signal, value);
+    const std::uint64_t now = atomic_load(&channel->requested);
+    if (now <= value) return;
+    value = now;
+  }
 }
 
 /// Sets the upper bitmap levels above the free bits the grower wrote for blocks [from, to) and
@@ -66,20 +81,22 @@ SOAHEAP_HD bool grow_heap(const Heap& heap, std::uint64_t blocks) {
   const std::uint64_t limit = atomic_load(&heap.state->block_limit);
   if (published >= limit) return false;
   const std::uint64_t target = published + blocks < limit ? published + blocks : limit;
-  if (channel_load(&channel->request) < target) channel_store(&channel->request, target);
+  if (atomic_max(&channel->requested, target) < target) signal_request(channel, target);
 #if SOAHEAP_DEVICE_CODE
   const std::uint64_t start = global_nanoseconds();
 #else
   const auto start = std::chrono::steady_clock::now();
 #endif
   for (int round = 0;; ++round) {
-    const std::uint64_t grant = channel_load(&channel->grant);
+    const std::uint64_t grant = atomic_load(&channel->grant);
     if (grant > published) {
       memory_fence();
       publish_grown_blocks(heap, published, grant);
       return true;
     }
-    if (channel_load(&channel->refused) >= target) return false;
+    if (atomic_load(&channel->refused) >= target) return false;
+    // A store to the host that lost a race with a smaller one is repeated now and then.
+    if (round % 1024 == 1023 && atomic_load(&channel->requested) == target) signal_store(channel->request_signal, target);
 #if SOAHEAP_DEVICE_CODE
     if (global_nanoseconds() - start > kGrowthWaitNanoseconds) return false;
     __nanosleep(round < 8 ? 256u : 4096u);
@@ -108,21 +125,23 @@ class HeapGrower {
   using Grow = std::function<Result(std::uint64_t target)>;
 
   HeapGrower(Backend backend, std::uint64_t blocks, Grow grow)
-      : grow_(std::move(grow)) {
+      : grow_(std::move(grow)), backend_(backend), channel_(backend, sizeof(GrowthChannel)), granted_(blocks) {
+    GrowthChannel initial{blocks, blocks, 0, nullptr};
     if (backend == Backend::cuda) {
-      pinned_ = MappedWord(backend, 0, sizeof(GrowthChannel) / sizeof(std::uint64_t));
-      host_ = reinterpret_cast<GrowthChannel*>(pinned_.host());
-      device_ = reinterpret_cast<GrowthChannel*>(pinned_.device());
+      // [0] the signal, [1..3] staging for the copies of requested, grant and refused.
+      pinned_ = MappedWord(backend, blocks, 4);
+      signal_ = pinned_.host();
+      initial.request_signal = pinned_.device();
 #if SOAHEAP_HAS_CUDA
       SOAHEAP_CUDA_CHECK(cudaGetDevice(&device_index_));
       // Its copies must not wait for the heap's kernels, which may be waiting for them.
       SOAHEAP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 #endif
     } else {
-      host_ = device_ = &own_;
+      own_signal_ = blocks;
+      signal_ = initial.request_signal = &own_signal_;
     }
-    channel_store(&host_->grant, blocks);
-    channel_store(&host_->request, blocks);
+    channel_.copy_from_host(0, &initial, sizeof(initial));
     thread_ = std::thread([this] { run(); });
   }
   HeapGrower(const HeapGrower&) = delete;
@@ -144,7 +163,7 @@ class HeapGrower {
 #endif
 
   /// The channel as kernels see it.
-  GrowthChannel* device_channel() const { return device_; }
+  GrowthChannel* device_channel() const { return channel_.as<GrowthChannel>(); }
   /// Held for each growth; the heap holds it too while it changes the blocks between kernels.
   std::mutex& mutex() { return mutex_; }
 
@@ -154,15 +173,16 @@ class HeapGrower {
     return answer(target);
   }
   /// Tells the channel that the heap has @p blocks now (after a trim gave blocks back). The caller
-  /// holds mutex().
+  /// holds mutex() and no kernel runs.
   void reset(std::uint64_t blocks) {
-    channel_store(&host_->grant, blocks);
-    channel_store(&host_->request, blocks);
-    channel_store(&host_->refused, 0);
+    granted_ = blocks;
+    refused_ = 0;
+    __atomic_store_n(signal_, blocks, __ATOMIC_SEQ_CST);
+    tell_kernels(true);
   }
 
   /// Why the last request that could not be met was refused.
-  GrowthRefusal refusal() const { return static_cast<GrowthRefusal>(channel_load(&host_->refused_reason)); }
+  GrowthRefusal refusal() const { return refused_reason_.load(); }
   /// Longest time from a kernel's request being seen to its grant, and the growths so far.
   std::uint64_t longest_answer_nanoseconds() const { return longest_answer_.load(); }
   std::uint64_t growths() const { return growths_.load(); }
@@ -170,15 +190,36 @@ class HeapGrower {
  private:
   Result answer(std::uint64_t target) {
     const Result result = grow_(target);
-    if (result.blocks >= target || result.refusal == GrowthRefusal::none) {
-      channel_store(&host_->grant, result.blocks);
-    } else {
-      if (result.blocks > channel_load(&host_->grant)) channel_store(&host_->grant, result.blocks);
-      channel_store(&host_->refused_reason, static_cast<std::uint64_t>(result.refusal));
-      channel_store(&host_->refused, target);
+    if (result.blocks > granted_) granted_ = result.blocks;
+    if (result.blocks < target && result.refusal != GrowthRefusal::none) {
+      refused_reason_ = result.refusal;
+      refused_ = target;
     }
+    tell_kernels(false);
     growths_.fetch_add(1);
     return result;
+  }
+
+  /// Copies grant and refused into the channel, and requested too (as the grant) on a reset.
+  void tell_kernels(bool reset_request) {
+    GrowthChannel* channel = device_channel();
+    if (backend_ == Backend::host) {
+      if (reset_request) atomic_store(&channel->requested, granted_);
+      atomic_store(&channel->grant, granted_);
+      atomic_store(&channel->refused, refused_);
+      return;
+    }
+#if SOAHEAP_HAS_CUDA
+    std::uint64_t* staging = pinned_.host() + 1;
+    staging[0] = staging[1] = granted_;
+    staging[2] = refused_;
+    const int first = reset_request ? 0 : 1;
+    static_assert(offsetof(GrowthChannel, grant) == offsetof(GrowthChannel, requested) + 8 &&
+                  offsetof(GrowthChannel, refused) == offsetof(GrowthChannel, grant) + 8);
+    SOAHEAP_CUDA_CHECK(cudaMemcpyAsync(&channel->requested + first, staging + first, (3 - first) * sizeof(std::uint64_t),
+                                       cudaMemcpyHostToDevice, stream_));
+    SOAHEAP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+#endif
   }
 
   void run() {
@@ -193,18 +234,21 @@ class HeapGrower {
         wake_.wait_for(lock, std::chrono::microseconds(idle < 100 ? 10 : 1000), [this] { return stop_; });
         if (stop_) return;
       }
-      const std::uint64_t request = channel_load(&host_->request);
-      if (request <= channel_load(&host_->grant) || request <= channel_load(&host_->refused)) {
+      const auto start = std::chrono::steady_clock::now();
+      bool answered = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const std::uint64_t request = __atomic_load_n(signal_, __ATOMIC_SEQ_CST);
+        if (request > granted_ && request > refused_) {
+          answer(request);
+          answered = true;
+        }
+      }
+      if (!answered) {
         ++idle;
         continue;
       }
       idle = 0;
-      const auto start = std::chrono::steady_clock::now();
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        const std::uint64_t again = channel_load(&host_->request);
-        if (again > channel_load(&host_->grant)) answer(again);
-      }
       const auto took = static_cast<std::uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
       std::uint64_t longest = longest_answer_.load();
@@ -214,10 +258,15 @@ class HeapGrower {
   }
 
   Grow grow_;
-  MappedWord pinned_;
-  GrowthChannel own_{};
-  GrowthChannel* host_ = nullptr;
-  GrowthChannel* device_ = nullptr;
+  Backend backend_;
+  Memory channel_;              ///< the GrowthChannel (device memory on cuda)
+  MappedWord pinned_;           ///< cuda: the signal word and the staging of the channel's copies
+  std::uint64_t own_signal_ = 0;  ///< host: the signal word
+  std::uint64_t* signal_ = nullptr;
+  // The host's side of the channel, changed under mutex_.
+  std::uint64_t granted_;
+  std::uint64_t refused_ = 0;
+  std::atomic<GrowthRefusal> refused_reason_{GrowthRefusal::none};
   std::mutex mutex_;
   std::mutex wake_mutex_;
   std::condition_variable wake_;

@@ -51,12 +51,17 @@ struct EnumerationClock {
 };
 
 /// What a kernel that ran out of blocks and the host thread that maps more tell each other
-/// (heap_growth.cuh). Pinned host memory on cuda, so both sides see it while the kernel runs.
+/// (heap_growth.cuh). Device memory, but for the one word the host polls.
 struct GrowthChannel {
-  std::uint64_t request;  ///< blocks the heap should have (kernels raise it)
-  std::uint64_t grant;    ///< blocks mapped, their free bits written (the host raises it)
-  std::uint64_t refused;  ///< the last request the host could not meet (GrowthRefusal in refused_reason)
-  std::uint64_t refused_reason;
+  /// The most blocks any kernel asked for (atomic max). Device memory, like grant and refused:
+  /// thousands of threads may wait on these at once, and polling host memory over PCIe from all
+  /// of them starves the very copies the grower answers with.
+  std::uint64_t requested;
+  std::uint64_t grant;    ///< blocks mapped, their free bits written (the grower copies it in)
+  std::uint64_t refused;  ///< the last request the grower could not meet (its reason stays on the host)
+  /// Pinned host word that the grower polls: `requested` as the host sees it. Only a thread that
+  /// raised `requested` writes it.
+  std::uint64_t* request_signal;
 };
 enum class GrowthRefusal : std::uint64_t { none = 0, max_bytes = 1, device_memory = 2, capacity = 3 };
 
