@@ -172,6 +172,11 @@ std::string Heap<Classes...>::growth_summary() const {
              std::to_string(block_count_) + " blocks, growth_headroom=" + std::to_string(options_.growth_headroom) +
              " times what was mapped when it was launched. Create objects in smaller launches, reserve_blocks() "
              "first or raise HeapOptions::growth_headroom";
+    case detail::GrowthRefusal::no_answer:
+      return "The heap could not grow: a kernel waited " + std::to_string(detail::kGrowthWaitNanoseconds / 1000000000) +
+             " s for the host to map memory. Was the launching thread blocked in a call that waits for the "
+             "kernel under the driver's lock, such as cudaFree? Free device memory after heap.synchronize(), "
+             "or reserve_blocks() before the launch";
     default:
       return "The heap could not grow in time (no answer from the host within " +
              std::to_string(detail::kGrowthWaitNanoseconds / 1000000000) + " s)";

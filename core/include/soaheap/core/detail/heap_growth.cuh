@@ -98,12 +98,22 @@ SOAHEAP_HD bool grow_heap(const Heap& heap, std::uint64_t blocks) {
     // A store to the host that lost a race with a smaller one is repeated now and then.
     if (round % 1024 == 1023 && atomic_load(&channel->requested) == target) signal_store(channel->request_signal, target);
 #if SOAHEAP_DEVICE_CODE
-    if (global_nanoseconds() - start > kGrowthWaitNanoseconds) return false;
+    const bool expired = global_nanoseconds() - start > kGrowthWaitNanoseconds;
+#else
+    const bool expired = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                        std::chrono::steady_clock::now() - start).count()) >
+                         kGrowthWaitNanoseconds;
+#endif
+    if (expired) {
+      // The host did not answer: its thread may be blocked in a call that waits for this kernel
+      // (cudaFree does, under a driver lock that mapping needs too). Give up for the whole kernel.
+      atomic_max(&channel->refused, kGrowthGaveUp);
+      signal_store(channel->gave_up_signal, 1);
+      return false;
+    }
+#if SOAHEAP_DEVICE_CODE
     __nanosleep(round < 8 ? 256u : 4096u);
 #else
-    if (static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::chrono::steady_clock::now() - start).count()) > kGrowthWaitNanoseconds)
-      return false;
     if (round < 8) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(20));
 #endif
@@ -126,12 +136,15 @@ class HeapGrower {
 
   HeapGrower(Backend backend, std::uint64_t blocks, Grow grow)
       : grow_(std::move(grow)), backend_(backend), channel_(backend, sizeof(GrowthChannel)), granted_(blocks) {
-    GrowthChannel initial{blocks, blocks, 0, nullptr};
+    GrowthChannel initial{blocks, blocks, 0, nullptr, nullptr};
     if (backend == Backend::cuda) {
-      // [0] the signal, [1..3] staging for the copies of requested, grant and refused.
+      // [0] the request signal, [1..3] staging for the copies of requested, grant and refused.
       pinned_ = MappedWord(backend, blocks, 4);
+      pinned_gave_up_ = MappedWord(backend, 0);
       signal_ = pinned_.host();
+      gave_up_ = pinned_gave_up_.host();
       initial.request_signal = pinned_.device();
+      initial.gave_up_signal = pinned_gave_up_.device();
 #if SOAHEAP_HAS_CUDA
       SOAHEAP_CUDA_CHECK(cudaGetDevice(&device_index_));
       // Its copies must not wait for the heap's kernels, which may be waiting for them.
@@ -140,6 +153,7 @@ class HeapGrower {
     } else {
       own_signal_ = blocks;
       signal_ = initial.request_signal = &own_signal_;
+      gave_up_ = initial.gave_up_signal = &own_gave_up_;
     }
     channel_.copy_from_host(0, &initial, sizeof(initial));
     thread_ = std::thread([this] { run(); });
@@ -182,7 +196,11 @@ class HeapGrower {
   }
 
   /// Why the last request that could not be met was refused.
-  GrowthRefusal refusal() const { return refused_reason_.load(); }
+  GrowthRefusal refusal() const {
+    // A kernel that gave up counts before the grower thread has seen its flag.
+    if (__atomic_load_n(gave_up_, __ATOMIC_SEQ_CST) != 0) return GrowthRefusal::no_answer;
+    return refused_reason_.load();
+  }
   /// Longest time from a kernel's request being seen to its grant, and the growths so far.
   std::uint64_t longest_answer_nanoseconds() const { return longest_answer_.load(); }
   std::uint64_t growths() const { return growths_.load(); }
@@ -238,6 +256,11 @@ class HeapGrower {
       bool answered = false;
       {
         std::lock_guard<std::mutex> lock(mutex_);
+        if (__atomic_exchange_n(gave_up_, 0, __ATOMIC_SEQ_CST) != 0) {
+          // A kernel waited in vain; kernels may grow again (tell_kernels below clears refused).
+          refused_reason_ = GrowthRefusal::no_answer;
+          tell_kernels(false);
+        }
         const std::uint64_t request = __atomic_load_n(signal_, __ATOMIC_SEQ_CST);
         if (request > granted_ && request > refused_) {
           answer(request);
@@ -261,8 +284,11 @@ class HeapGrower {
   Backend backend_;
   Memory channel_;              ///< the GrowthChannel (device memory on cuda)
   MappedWord pinned_;           ///< cuda: the signal word and the staging of the channel's copies
+  MappedWord pinned_gave_up_;   ///< cuda: the gave-up flag
   std::uint64_t own_signal_ = 0;  ///< host: the signal word
+  std::uint64_t own_gave_up_ = 0;
   std::uint64_t* signal_ = nullptr;
+  std::uint64_t* gave_up_ = nullptr;
   // The host's side of the channel, changed under mutex_.
   std::uint64_t granted_;
   std::uint64_t refused_ = 0;

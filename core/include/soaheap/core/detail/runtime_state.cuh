@@ -59,11 +59,15 @@ struct GrowthChannel {
   std::uint64_t requested;
   std::uint64_t grant;    ///< blocks mapped, their free bits written (the grower copies it in)
   std::uint64_t refused;  ///< the last request the grower could not meet (its reason stays on the host)
-  /// Pinned host word that the grower polls: `requested` as the host sees it. Only a thread that
-  /// raised `requested` writes it.
+  /// Pinned host words that the grower polls: `requested` as the host sees it (only a thread that
+  /// raised `requested` writes it), and a flag that a kernel gave up waiting.
   std::uint64_t* request_signal;
+  std::uint64_t* gave_up_signal;
 };
-enum class GrowthRefusal : std::uint64_t { none = 0, max_bytes = 1, device_memory = 2, capacity = 3 };
+enum class GrowthRefusal : std::uint64_t { none = 0, max_bytes = 1, device_memory = 2, capacity = 3, no_answer = 4 };
+/// `refused` after a kernel waited kGrowthWaitNanoseconds in vain: the kernel's other allocations
+/// fail at once instead of each waiting as long (the grower's next answer clears it).
+inline constexpr std::uint64_t kGrowthGaveUp = ~std::uint64_t{0};
 
 /// Device-side state of a heap that changes at runtime (written by the host between kernels).
 struct HeapRuntimeState {
