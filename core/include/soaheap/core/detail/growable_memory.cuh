@@ -66,14 +66,9 @@ class GrowableMemory {
     const std::uint64_t last = (end + chunk - 1) / chunk;  // exclusive
     if (last > range_.chunk_count()) return false;
     std::vector<std::uint64_t> fresh;
-    for (std::uint64_t c = first; c < last; ++c) {
-      if (range_.is_committed(c)) continue;
-      if (!range_.commit(c)) {
-        for (const std::uint64_t undo : fresh) range_.release(undo);
-        return false;
-      }
-      fresh.push_back(c);
-    }
+    for (std::uint64_t c = first; c < last; ++c)
+      if (!range_.is_committed(c)) fresh.push_back(c);
+    if (!range_.commit_range(first, last)) return false;
     // Host pages start zeroed (also after a release); GPU memory from cuMemCreate does not.
     if (zero && backend_ == Backend::cuda)
       for (const std::uint64_t c : fresh) fill_byte(c * chunk, chunk, 0);

@@ -59,7 +59,11 @@ class ReservedRange {
 
   /// Backs chunk @p chunk with memory (its contents are undefined until written). Returns false,
   /// changing nothing, when the system (host) or the GPU (cuda) has no memory left for it.
-  bool commit(std::uint64_t chunk);
+  bool commit(std::uint64_t chunk) { return commit_range(chunk, chunk + 1); }
+  /// Backs every chunk of [@p first, @p last) that has no memory yet; all or, returning false, none.
+  /// One access change per run of chunks (on cuda the costly step: it updates the GPU's page
+  /// tables), so growing by many chunks at once costs less than chunk by chunk.
+  bool commit_range(std::uint64_t first, std::uint64_t last);
   /// Gives chunk @p chunk's memory back; its addresses stay reserved (touching them faults).
   void release(std::uint64_t chunk);
 
@@ -229,41 +233,60 @@ inline void ReservedRange::check_chunk(std::uint64_t chunk, const char* what) co
                            std::to_string(chunk_count()) + " chunks");
 }
 
-inline bool ReservedRange::commit(std::uint64_t chunk) {
-  check_chunk(chunk, "commit");
-  Chunk& entry = chunks_[chunk];
-  if (entry.committed) return true;
-  char* address = static_cast<char*>(base_) + chunk * chunk_bytes_;
+inline bool ReservedRange::commit_range(std::uint64_t first, std::uint64_t last) {
+  if (last <= first) return true;
+  check_chunk(last - 1, "commit");
+  std::vector<std::uint64_t> fresh;  // chunks this call backs, in order
+  for (std::uint64_t chunk = first; chunk < last; ++chunk)
+    if (!chunks_[chunk].committed) fresh.push_back(chunk);
+  if (fresh.empty()) return true;
+  const auto address = [this](std::uint64_t chunk) { return static_cast<char*>(base_) + chunk * chunk_bytes_; };
   if (backend_ == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
     const VirtualMemoryDriver& driver = VirtualMemoryDriver::get();
     const CUmemAllocationProp prop = VirtualMemoryDriver::properties(device_);
-    CUmemGenericAllocationHandle handle = 0;
-    const CUresult created = driver.create(&handle, chunk_bytes_, &prop, 0);
-    if (created == CUDA_ERROR_OUT_OF_MEMORY) return false;
-    VirtualMemoryDriver::check(created, "cuMemCreate");
-    const CUdeviceptr target = reinterpret_cast<CUdeviceptr>(address);
-    CUresult status = driver.map(target, chunk_bytes_, 0, handle, 0);
-    if (status == CUDA_SUCCESS) {
-      CUmemAccessDesc access{};
-      access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      access.location.id = device_;
-      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-      status = driver.set_access(target, chunk_bytes_, &access, 1);
-      if (status != CUDA_SUCCESS) driver.unmap(target, chunk_bytes_);
+    std::size_t mapped = 0;  // fresh chunks with a handle mapped so far
+    CUresult status = CUDA_SUCCESS;
+    for (; mapped < fresh.size(); ++mapped) {
+      CUmemGenericAllocationHandle handle = 0;
+      status = driver.create(&handle, chunk_bytes_, &prop, 0);
+      if (status != CUDA_SUCCESS) break;
+      status = driver.map(reinterpret_cast<CUdeviceptr>(address(fresh[mapped])), chunk_bytes_, 0, handle, 0);
+      if (status != CUDA_SUCCESS) {
+        driver.release(handle);
+        break;
+      }
+      chunks_[fresh[mapped]].handle = static_cast<std::uint64_t>(handle);
     }
-    if (status != CUDA_SUCCESS) {
-      driver.release(handle);
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device_;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (std::size_t run = 0; status == CUDA_SUCCESS && run < fresh.size();) {
+      std::size_t end = run + 1;
+      while (end < fresh.size() && fresh[end] == fresh[end - 1] + 1) ++end;
+      status = driver.set_access(reinterpret_cast<CUdeviceptr>(address(fresh[run])), (end - run) * chunk_bytes_, &access, 1);
+      run = end;
+    }
+    if (status != CUDA_SUCCESS) {  // undo every chunk of this call
+      for (std::size_t i = 0; i < mapped; ++i) {
+        driver.unmap(reinterpret_cast<CUdeviceptr>(address(fresh[i])), chunk_bytes_);
+        driver.release(static_cast<CUmemGenericAllocationHandle>(chunks_[fresh[i]].handle));
+        chunks_[fresh[i]].handle = 0;
+      }
       if (status == CUDA_ERROR_OUT_OF_MEMORY) return false;
-      VirtualMemoryDriver::check(status, "cuMemMap/cuMemSetAccess");
+      VirtualMemoryDriver::check(status, "cuMemCreate/cuMemMap/cuMemSetAccess");
     }
-    entry.handle = static_cast<std::uint64_t>(handle);
 #endif
-  } else if (mprotect(address, chunk_bytes_, PROT_READ | PROT_WRITE) != 0) {
-    return false;
+  } else {
+    for (std::size_t i = 0; i < fresh.size(); ++i) {
+      if (mprotect(address(fresh[i]), chunk_bytes_, PROT_READ | PROT_WRITE) == 0) continue;
+      for (std::size_t undo = 0; undo < i; ++undo) mprotect(address(fresh[undo]), chunk_bytes_, PROT_NONE);
+      return false;
+    }
   }
-  entry.committed = true;
-  ++committed_;
+  for (const std::uint64_t chunk : fresh) chunks_[chunk].committed = true;
+  committed_ += fresh.size();
   return true;
 }
 
