@@ -27,6 +27,22 @@ int main() {
   printf("map 1 GiB in %zu-byte chunks: %.2f ms (%.1f us per chunk)\n", gran, t1 - t0, (t1 - t0) * 1000.0 / ((size_t(1) << 30) / gran));
   t0 = now_ms(); if (map(size_t(1) << 30, size_t(1) << 30)) return 1; t1 = now_ms();
   printf("map 1 GiB as one allocation: %.2f ms\n", t1 - t0);
+  // (1b) what ReservedRange::commit_range does: create + map each chunk, one access change for all
+  {
+    const size_t at = size_t(3) << 30;
+    t0 = now_ms();
+    for (size_t off = 0; off < (size_t(1) << 30); off += gran) {
+      CUmemGenericAllocationHandle h; CK(cuMemCreate(&h, gran, &prop, 0)); CK(cuMemMap(base + at + off, gran, 0, h, 0));
+    }
+    double tm = now_ms();
+    CK(cuMemSetAccess(base + at, size_t(1) << 30, &acc, 1));
+    t1 = now_ms();
+    printf("map 1 GiB in chunks, one access change: %.2f ms (create+map %.2f ms, access %.2f ms)\n", t1 - t0, tm - t0, t1 - tm);
+    t0 = now_ms();
+    for (size_t off = 0; off < (size_t(1) << 30); off += gran) CK(cuMemUnmap(base + at + off, gran));
+    t1 = now_ms();
+    printf("unmap 1 GiB chunk by chunk: %.2f ms\n", t1 - t0);
+  }
   // (2) while a kernel runs (default stream and a non-blocking stream)
   int* flag; cudaHostAlloc(&flag, 4, cudaHostAllocMapped); *flag = 0; int* dflag; cudaHostGetDevicePointer(&dflag, flag, 0);
   for (int variant = 0; variant < 2; ++variant) {

@@ -113,10 +113,13 @@ class Heap {
   std::uint64_t max_bytes() const { return max_bytes_; }
   /// @brief Blocks with data memory that allocation may use; grows while kernels run.
   std::uint64_t mapped_block_count() const { return mapped_blocks_.load(); }
+  /// @brief Blocks mapped at construction (the size asked for): releasing never goes below them.
+  std::uint64_t initial_mapped_blocks() const { return initial_mapped_blocks_; }
   /// @brief Maps memory for at least @p blocks blocks now (parallel_new does it for what it
   /// creates). False when max_bytes or the GPU's memory does not allow it.
   bool reserve_blocks(std::uint64_t blocks);
-  /// @brief Unmaps the whole chunks of free blocks at the heap's end; returns the bytes released.
+  /// @brief Unmaps the whole chunks of free blocks at the heap's end, down to the initial size;
+  /// returns the bytes released.
   /// Nothing moves (soaheap::trim gathers objects first). Synchronizes. 0 for a fixed heap.
   std::uint64_t release_free_memory();
   /// @brief The longest host answer to a kernel waiting for growth (nanoseconds).
@@ -456,6 +459,7 @@ class Heap {
   std::uint64_t max_blocks_ = 0;  ///< blocks of the reservation (= block_count_ for a fixed heap)
   std::uint64_t max_bytes_ = 0;
   std::atomic<std::uint64_t> mapped_blocks_{0};
+  std::uint64_t initial_mapped_blocks_ = 0;
   std::atomic<std::uint64_t> growth_limit_{0};  ///< block_count_ as the grower thread may read it
   mutable std::uint64_t published_host_ = 0;     ///< blocks whose publication the host has enqueued
   BitmapShape shape_{};

@@ -218,11 +218,12 @@ class DefragPolicy {
 
   /// After the policy's compactions (release_memory on, a growable heap): when a third of the
   /// mapped blocks or more are free, gathers the objects at the heap's start and gives the memory
-  /// above them back (soaheap::trim without packing: the policy just packed). Less free memory is
-  /// left mapped: the next growth would map it again.
+  /// above them back, down to the heap's initial size (soaheap::trim without packing: the policy
+  /// just packed). Less free memory is left mapped: the next growth would map it again.
   template <class HeapType>
   void release_memory(HeapType& heap, long long iteration) {
     if (!config_.releases_memory() || !heap.growable()) return;
+    if (heap.mapped_block_count() <= heap.initial_mapped_blocks()) return;  // nothing it would release
     const HeapStats stats = heap.stats();
     if (stats.free_blocks * 3 < stats.mapped_blocks) return;
     const TrimResult trimmed = trim(heap, false);

@@ -36,12 +36,13 @@
 #endif
 
 #ifndef SOAHEAP_DYNASOAR_GROW
-/// Build flag: 1 lets the handle's heap grow past SoaAllocator's object count when the program
-/// needs more (HeapOptions::max_bytes = the GPU's memory, growth_headroom 8: DynaSOAr's programs
-/// create many objects in one kernel). 0 (default) keeps DynaSOAr's fixed heap: growth inside a
-/// running kernel is validated on the host backend, not yet on a GPU (docs/decisions/027). A
-/// unified-memory heap stays fixed.
-#define SOAHEAP_DYNASOAR_GROW 0
+/// Build flag: 1 (default) lets the handle's heap grow past SoaAllocator's object count when the
+/// program needs more (HeapOptions::max_bytes = the GPU's memory), since DynaSOAr's programs never
+/// check `new` for nullptr. growth_headroom 32: they create all their cells in one kernel (wa-tor
+/// with an allocator of 262,144 objects needs 20 times its heap in its first kernel); the block
+/// headers and bitmap words of 32 times the heap cost about 42 bytes per block. 0 keeps DynaSOAr's
+/// fixed heap. A unified-memory heap stays fixed.
+#define SOAHEAP_DYNASOAR_GROW 1
 #endif
 
 #ifndef SOAHEAP_DYNASOAR_PACK_ALLOCATIONS
@@ -287,7 +288,7 @@ class AllocatorHandle {
     options.pack_allocations = SOAHEAP_DYNASOAR_PACK_ALLOCATIONS != 0;
     if (SOAHEAP_DYNASOAR_GROW != 0) {
       options.max_bytes = ::soaheap::HeapOptions::kAllMemory;
-      options.growth_headroom = 8;
+      options.growth_headroom = 32;
     }
     return options;
   }

@@ -106,6 +106,7 @@ void Heap<Classes...>::make_storage(std::uint64_t initial_blocks) {
   block_count_ = capacity;
   growth_limit_ = capacity;
   mapped_blocks_ = mapped;
+  initial_mapped_blocks_ = mapped;
   if (backend == Backend::cuda)  // ones for every level-0 word of the reservation, then one for a partial word
     free_word_staging_ = detail::MappedWord(backend, ~std::uint64_t{0}, static_cast<int>(shape_.level_words[0] + 1));
   grower_ = std::make_unique<detail::HeapGrower>(backend, mapped,
@@ -274,7 +275,8 @@ std::uint64_t Heap<Classes...>::release_free_memory() {
   // Keep whole chunks up to the one holding the last block in use, and every block inside them.
   const std::uint64_t chunk = data_.chunk_bytes();
   const std::uint64_t kept_bytes = detail::round_up(std::max<std::uint64_t>(in_use_end, 1) * Layout::kDataBytes, chunk);
-  const std::uint64_t keep = std::min(mapped, kept_bytes / Layout::kDataBytes / 64 * 64);
+  // Never below the size the heap was created with: a program that asked for it will use it again.
+  const std::uint64_t keep = std::min(mapped, std::max(kept_bytes / Layout::kDataBytes / 64 * 64, initial_mapped_blocks_));
   if (keep >= mapped || keep < in_use_end) return 0;
   executor_.run((mapped + 63) / 64 - keep / 64, detail::UnmapFreeWordsKernel<Internals>{make_internals(), keep / 64, mapped});
   executor_.synchronize();
