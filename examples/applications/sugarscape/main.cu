@@ -231,6 +231,10 @@ class Simulation {
 
   void setup(SugarHeap& heap) const {
     soaheap::detail::Memory cells(heap.backend(), world_.cell_count() * sizeof(Cell*));
+    // A growing heap maps the cells' blocks before the kernel that creates them all: one kernel
+    // may grow the heap only to growth_headroom times its size at launch.
+    if (heap.growable())
+      heap.reserve_blocks(heap.mapped_block_count() + world_.cell_count() / SugarHeap::capacity<Cell> + 1);
     heap.launch(world_.cell_count(), CreateCells{heap.view(), cells.as<Cell*>(), world_});
     heap.launch(world_.cell_count(), LinkCells{cells.as<Cell*>(), world_});
     heap.parallel_do<Cell, &Cell::place_initial_agent<View>>(heap.view(), world_);

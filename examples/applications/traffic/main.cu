@@ -181,6 +181,10 @@ class Simulation {
 
   void setup(TrafficHeap& heap) const {
     soaheap::detail::Memory cells(heap.backend(), network_.cell_count() * sizeof(Cell*));
+    // A growing heap maps the cells' blocks before the kernel that creates them all: one kernel
+    // may grow the heap only to growth_headroom times its size at launch.
+    if (heap.growable())
+      heap.reserve_blocks(heap.mapped_block_count() + network_.cell_count() / TrafficHeap::capacity<Cell> + 1);
     heap.launch(network_.cell_count(), CreateCells{heap.view(), cells.as<Cell*>(), network_});
     heap.launch(network_.cell_count(), LinkCells{cells.as<Cell*>(), network_});
     heap.parallel_do<Cell, &Cell::place_initial_car<View>>(heap.view(), network_);
