@@ -102,6 +102,9 @@ class Memory {
     if (pointer_ == nullptr) return;
     if (backend_ == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
+      // cudaFree waits for the device while it holds a driver lock that a heap's growth during a
+      // kernel needs (heap_growth.cuh): wait first, without the lock, then free an idle device.
+      cudaDeviceSynchronize();
       cudaFree(pointer_);
 #endif
     } else {
@@ -152,7 +155,10 @@ class MappedWord {
   }
   ~MappedWord() {
 #if SOAHEAP_HAS_CUDA
-    if (host_ != nullptr) cudaFreeHost(host_);
+    if (host_ != nullptr) {
+      cudaDeviceSynchronize();  // as in Memory::release: cudaFreeHost waits under the driver's lock
+      cudaFreeHost(host_);
+    }
 #endif
   }
   /// The word for host code (nullptr when empty).
