@@ -1125,6 +1125,29 @@ LIVE_COLOR = "tab:green"
 DEFRAG_MARKER_COLOR = "tab:gray"
 
 
+def _finish_memory_axes(figure, axes, unit: str, title: str, options: FigureOptions) -> None:
+    """Iteration and memory axes from 0, the title, the legend; then writes the figure."""
+    _label_iteration_axis(axes)
+    axes.set_ylabel(f"memory ({unit})")
+    axes.set_ylim(bottom=0)
+    axes.margins(x=0)
+    axes.set_title(title)
+    handles, labels = axes.get_legend_handles_labels()
+    _place_legend(axes, handles, labels)
+    _save_figure(figure, options)
+
+
+def _require_samples(*profiles: Profile) -> None:
+    for profile in profiles:
+        if not profile.samples:
+            raise ProfileError(f"{profile.path}: no sample lines, nothing to plot")
+
+
+def _timeline_peak(timeline: MemoryTimeline) -> float:
+    return max(max(timeline.allocated_bytes), max(timeline.live_bytes),
+               max((value for value in timeline.resident_bytes if value is not None), default=0))
+
+
 def plot_memory(profile: Profile, options: FigureOptions) -> None:
     """Memory of the whole heap over iterations (see memory_timeline()).
 
@@ -1134,12 +1157,9 @@ def plot_memory(profile: Profile, options: FigureOptions) -> None:
     verticals: defragmentation runs.
     """
     plot_format(options.output_path)
-    if not profile.samples:
-        raise ProfileError(f"{profile.path}: no sample lines, nothing to plot")
+    _require_samples(profile)
     timeline = memory_timeline(profile)
-    peak = max(max(timeline.allocated_bytes), max(timeline.live_bytes),
-               max((value for value in timeline.resident_bytes if value is not None), default=0))
-    unit, unit_bytes = _binary_unit(peak)
+    unit, unit_bytes = _binary_unit(_timeline_peak(timeline))
 
     figure = _new_figure(options)
     axes = figure.add_subplot()
@@ -1156,25 +1176,16 @@ def plot_memory(profile: Profile, options: FigureOptions) -> None:
     if defrag_iterations:
         axes.vlines(defrag_iterations, 0, 1, transform=axes.get_xaxis_transform(), colors=DEFRAG_MARKER_COLOR,
                     linestyles="--", linewidth=1, label="defrag run")
-    _label_iteration_axis(axes)
-    axes.set_ylabel(f"memory ({unit})")
-    axes.set_ylim(bottom=0)
-    axes.margins(x=0)
     header = profile.header
     limit = f"; may grow to {format_bytes(header.max_bytes)}" if header.max_bytes is not None else ""
-    axes.set_title(options.title or
-                   f"{header.application}: memory over time ({header.device}, {header.backend}{limit})")
-    handles, labels = axes.get_legend_handles_labels()
-    _place_legend(axes, handles, labels)
-    _save_figure(figure, options)
+    _finish_memory_axes(figure, axes, unit, options.title or
+                        f"{header.application}: memory over time ({header.device}, {header.backend}{limit})", options)
 
 
 def plot_comparison(profile_a: Profile, profile_b: Profile, options: FigureOptions) -> None:
     """Allocated (solid) and used (dashed) memory of two runs over iterations."""
     plot_format(options.output_path)
-    for profile in (profile_a, profile_b):
-        if not profile.samples:
-            raise ProfileError(f"{profile.path}: no sample lines, nothing to plot")
+    _require_samples(profile_a, profile_b)
     series = []
     for letter, profile in (("A", profile_a), ("B", profile_b)):
         totals = combined_memory(profile, profile.header.concrete_classes)
@@ -1191,28 +1202,17 @@ def plot_comparison(profile_a: Profile, profile_b: Profile, options: FigureOptio
                   label=f"{run_label} allocated")
         axes.plot(iterations, [value / unit_bytes for value in used], color=color, linewidth=1.2,
                   linestyle="--", label=f"{run_label} used")
-    _label_iteration_axis(axes)
-    axes.set_ylabel(f"memory ({unit})")
-    axes.set_ylim(bottom=0)
-    axes.margins(x=0)
-    axes.set_title(options.title or "allocated (solid) and used (dashed) memory: A vs B")
-    handles, labels = axes.get_legend_handles_labels()
-    _place_legend(axes, handles, labels)
-    _save_figure(figure, options)
+    _finish_memory_axes(figure, axes, unit, options.title or "allocated (solid) and used (dashed) memory: A vs B",
+                        options)
 
 
 def plot_memory_comparison(profile_a: Profile, profile_b: Profile, options: FigureOptions) -> None:
     """Resident (solid) and allocated (dashed) memory of two runs, and A's live bytes (dotted):
     e.g. a growing heap against a fixed one of the same program."""
     plot_format(options.output_path)
-    for profile in (profile_a, profile_b):
-        if not profile.samples:
-            raise ProfileError(f"{profile.path}: no sample lines, nothing to plot")
+    _require_samples(profile_a, profile_b)
     timelines = [memory_timeline(profile_a), memory_timeline(profile_b)]
-    peak = max(max(max(timeline.allocated_bytes), max(timeline.live_bytes),
-                   max((value for value in timeline.resident_bytes if value is not None), default=0))
-               for timeline in timelines)
-    unit, unit_bytes = _binary_unit(peak)
+    unit, unit_bytes = _binary_unit(max(_timeline_peak(timeline) for timeline in timelines))
 
     figure = _new_figure(options)
     axes = figure.add_subplot()
@@ -1226,14 +1226,8 @@ def plot_memory_comparison(profile_a: Profile, profile_b: Profile, options: Figu
                   linewidth=1.2, linestyle="--", label=f"{run_label} allocated")
     axes.plot(timelines[0].iterations, [value / unit_bytes for value in timelines[0].live_bytes], color=LIVE_COLOR,
               linewidth=1.2, linestyle=":", label="A: live (objects)")
-    _label_iteration_axis(axes)
-    axes.set_ylabel(f"memory ({unit})")
-    axes.set_ylim(bottom=0)
-    axes.margins(x=0)
-    axes.set_title(options.title or "resident (solid) and allocated (dashed) memory: A vs B")
-    handles, labels = axes.get_legend_handles_labels()
-    _place_legend(axes, handles, labels)
-    _save_figure(figure, options)
+    _finish_memory_axes(figure, axes, unit, options.title or "resident (solid) and allocated (dashed) memory: A vs B",
+                        options)
 
 
 # --------------------------------------------------------------------------
