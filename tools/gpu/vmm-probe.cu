@@ -43,6 +43,24 @@ int main() {
     t1 = now_ms();
     printf("unmap 1 GiB chunk by chunk: %.2f ms\n", t1 - t0);
   }
+  // (1c) the size of one mapping: 1 GiB mapped (create + map + access) and unmapped (unmap +
+  // release) in pieces of 2 MiB .. 1 GiB, each piece one allocation
+  for (size_t piece = gran; piece <= (size_t(1) << 30); piece *= 4) {
+    const size_t at = size_t(4) << 30, count = (size_t(1) << 30) / piece;
+    CUmemGenericAllocationHandle* handles = new CUmemGenericAllocationHandle[count];
+    t0 = now_ms();
+    for (size_t i = 0; i < count; ++i) {
+      CK(cuMemCreate(&handles[i], piece, &prop, 0)); CK(cuMemMap(base + at + i * piece, piece, 0, handles[i], 0));
+      CK(cuMemSetAccess(base + at + i * piece, piece, &acc, 1));
+    }
+    double tm = now_ms();
+    CK(cuMemsetD8(base + at, 0, size_t(1) << 30)); CK(cuCtxSynchronize());
+    double tz = now_ms();
+    for (size_t i = 0; i < count; ++i) { CK(cuMemUnmap(base + at + i * piece, piece)); CK(cuMemRelease(handles[i])); }
+    t1 = now_ms();
+    printf("piece %zu MiB: map 1 GiB %.2f ms, first memset %.2f ms, unmap+release %.2f ms\n", piece >> 20, tm - t0, tz - tm, t1 - tz);
+    delete[] handles;
+  }
   // (2) while a kernel runs (default stream and a non-blocking stream)
   int* flag; cudaHostAlloc(&flag, 4, cudaHostAllocMapped); *flag = 0; int* dflag; cudaHostGetDevicePointer(&dflag, flag, 0);
   for (int variant = 0; variant < 2; ++variant) {
