@@ -1,5 +1,6 @@
 // ReservedRange on the host backend: addresses reserved without memory, chunks committed and
-// released one by one, the released pages really given back (mincore), bad chunk numbers refused.
+// released one by one and in pieces, the released pages really given back (mincore), bad chunk
+// numbers refused.
 
 #include <soaheap/core/detail/reserved_range.cuh>
 
@@ -70,6 +71,31 @@ TEST(ReservedRange, ReleaseGivesThePagesBackAndTheChunkCanBeCommittedAgain) {
   second[0] = 7;
   EXPECT_EQ(second[0], 7);
   EXPECT_EQ(range.committed_bytes(), 4 * range.chunk_bytes());
+}
+
+TEST(ReservedRange, ACommitMapsPiecesOfUpToPieceChunksAndAReleaseGivesBackAWholePiece) {
+  ReservedRange range(Backend::host, std::uint64_t{1} << 24, std::uint64_t{1} << 16, 16);
+  ASSERT_TRUE(range.commit(3));  // a piece of its own
+  ASSERT_TRUE(range.commit_range(0, 40));  // the chunks around it: [0,3), [4,20), [20,36), [36,40)
+  EXPECT_EQ(range.committed_bytes(), 40 * range.chunk_bytes());
+  EXPECT_EQ(range.piece_start(3), 3u);
+  EXPECT_EQ(range.piece_start(2), 0u);
+  EXPECT_EQ(range.piece_start(19), 4u);
+  EXPECT_EQ(range.piece_start(20), 20u);
+  EXPECT_EQ(range.piece_start(39), 36u);
+  EXPECT_EQ(range.piece_start(40), 40u) << "an uncommitted chunk starts nothing but itself";
+  std::memset(range.base(), 0x5a, 40 * range.chunk_bytes());
+  range.release(25);  // the piece [20, 36)
+  for (std::uint64_t chunk = 0; chunk < 40; ++chunk)
+    EXPECT_EQ(range.is_committed(chunk), chunk < 20 || chunk >= 36) << "chunk " << chunk;
+  EXPECT_EQ(range.committed_bytes(), 24 * range.chunk_bytes());
+  const char* released = static_cast<const char*>(range.base()) + 20 * range.chunk_bytes();
+  EXPECT_EQ(resident_pages(released, 16 * range.chunk_bytes()), 0u);
+  EXPECT_EQ(static_cast<unsigned char>(released[-1]), 0x5au);
+  EXPECT_EQ(static_cast<unsigned char>(released[16 * range.chunk_bytes()]), 0x5au);
+  ASSERT_TRUE(range.commit_range(18, 38));  // refills the hole as one piece
+  EXPECT_EQ(range.piece_start(35), 20u);
+  EXPECT_EQ(range.committed_bytes(), 40 * range.chunk_bytes());
 }
 
 TEST(ReservedRange, BadSizesAndChunkNumbersAreRefusedNamingTheValues) {

@@ -25,11 +25,13 @@ class GrowableMemory {
     memory.committed_ = bytes;
     return memory;
   }
-  /// Addresses for @p reserve_bytes, mapped in chunks of about @p chunk_bytes; nothing mapped yet.
-  static GrowableMemory reserved(Backend backend, std::uint64_t reserve_bytes, std::uint64_t chunk_bytes) {
+  /// Addresses for @p reserve_bytes, mapped in chunks of about @p chunk_bytes, up to
+  /// @p piece_chunks of them as one allocation; nothing mapped yet.
+  static GrowableMemory reserved(Backend backend, std::uint64_t reserve_bytes, std::uint64_t chunk_bytes,
+                                 std::uint64_t piece_chunks) {
     GrowableMemory memory;
     memory.backend_ = backend;
-    memory.range_ = ReservedRange(backend, reserve_bytes, chunk_bytes);
+    memory.range_ = ReservedRange(backend, reserve_bytes, chunk_bytes, piece_chunks);
     memory.growable_ = true;
     return memory;
   }
@@ -74,11 +76,21 @@ class GrowableMemory {
       for (const std::uint64_t c : fresh) fill_byte(c * chunk, chunk, 0);
     return true;
   }
-  /// Gives back the whole chunks at or above byte @p bytes; returns the bytes still mapped.
+  /// Where release_above(@p bytes) would start giving memory back: @p bytes rounded up to a whole
+  /// chunk, and past a piece that holds memory on both sides of it (pieces go back whole).
+  std::uint64_t release_boundary(std::uint64_t bytes) const {
+    if (!growable_) return committed_;
+    const std::uint64_t chunk = range_.chunk_bytes();
+    std::uint64_t keep = (bytes + chunk - 1) / chunk;
+    while (keep < range_.chunk_count() && range_.is_committed(keep) && range_.piece_start(keep) < keep) ++keep;
+    return keep * chunk;
+  }
+  /// Gives back the memory at or above release_boundary(@p bytes); returns the bytes still mapped
+  /// from the start.
   std::uint64_t release_above(std::uint64_t bytes) {
     if (!growable_) return committed_;
     const std::uint64_t chunk = range_.chunk_bytes();
-    const std::uint64_t keep = (bytes + chunk - 1) / chunk;
+    const std::uint64_t keep = release_boundary(bytes) / chunk;
     for (std::uint64_t c = keep; c < range_.chunk_count(); ++c) range_.release(c);
     if (committed_ > keep * chunk) committed_ = keep * chunk;
     return committed_;

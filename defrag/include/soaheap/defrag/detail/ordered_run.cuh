@@ -181,10 +181,11 @@ const Word* sort_words(OrderScratch& scratch, const Executor& executor, std::uin
 
 /// Ordered compaction of concrete class C (the caller holds the heap's operation guard). Adds to
 /// @p result and to @p unused_before / @p unused_after, the class's free slots in blocks' worth.
-/// @throw out_of_memory when the heap has fewer free blocks than the class needs (nothing changed)
+/// @throw out_of_memory when the heap has fewer free blocks than the class needs and cannot grow
+/// by them (nothing changed)
 template <class C, class Order, class... Classes>
 void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragResult& result, double& unused_before,
-                            double& unused_after) {
+                            double& unused_after, bool regrown = false) {
   using HeapType = Heap<Classes...>;
   using View = ::soaheap::detail::internals_t<HeapType>;
   constexpr int kClass = HeapType::template class_id<C>;
@@ -222,6 +223,18 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
   plan.live = counts.live;
   plan.new_block_count = (counts.live + capacity - 1) / capacity;
 
+  if (counts.live <= std::uint64_t{0xffffffffu} && counts.free_blocks < plan.new_block_count) {
+    scratch.order_timer.stop(executor);
+    // A growable heap maps the fresh blocks the run gathers into, then surveys again: the
+    // heap's block count, and with it this run's view and scratch, may have changed.
+    if (!regrown && heap.reserve_blocks(heap.mapped_block_count() + (plan.new_block_count - counts.free_blocks)))
+      return compact_class_in_order<C>(heap, order, result, unused_before, unused_after, true);
+    throw out_of_memory("soaheap: ordered compaction of " + std::string(C::kName) + " needs " +
+                        std::to_string(plan.new_block_count) + " free blocks for its " + std::to_string(counts.live) +
+                        " objects (it gathers them into fresh blocks), but the heap has " +
+                        std::to_string(counts.free_blocks) + " free of " + std::to_string(blocks) +
+                        "; nothing was changed (a heap with more blocks, or compaction without an order, works)");
+  }
   result.blocks_before += counts.listed;
   result.live_objects += counts.live;
   result.minimum_blocks += plan.new_block_count;
@@ -239,14 +252,6 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
     result.candidates_after += counts.candidates_before;
     unused_after += unused_blocks(counts.listed);
     return;
-  }
-  if (counts.free_blocks < plan.new_block_count) {
-    scratch.order_timer.stop(executor);
-    throw out_of_memory("soaheap: ordered compaction of " + std::string(C::kName) + " needs " +
-                        std::to_string(plan.new_block_count) + " free blocks for its " + std::to_string(counts.live) +
-                        " objects (it gathers them into fresh blocks), but the heap has " +
-                        std::to_string(counts.free_blocks) + " free of " + std::to_string(blocks) +
-                        "; nothing was changed (a heap with more blocks, or compaction without an order, works)");
   }
   // Scratch grows only when a class has more objects than any ordered before: not a cost of the
   // run (the GPU would idle in the timed window while the host allocates).
