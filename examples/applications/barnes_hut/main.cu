@@ -241,19 +241,24 @@ struct Scratch {
   std::uint64_t* unsettled() { return memory.as<std::uint64_t>() + 2; }
 };
 
-/// Destroys the old tree and builds a new one; returns the number of levels.
-inline int rebuild(BarnesHutHeap& heap, Scratch& scratch) {
+/// Destroys the old tree of @p bodies bodies and builds a new one; returns the number of levels.
+inline int rebuild(BarnesHutHeap& heap, Scratch& scratch, std::uint64_t bodies) {
   heap.parallel_do<TreeNode, &TreeNode::remove<View>>(heap.view());
   heap.launch(1, CreateRoot{heap.view(), scratch.root(), scratch.next_id()});
   heap.parallel_do<Body, &Body::enter_root>(scratch.root());
   int level = 0;
-  for (;; ++level) {
+  for (std::uint64_t unsettled = bodies;; ++level) {
     heap.parallel_do<Body, &Body::count_in_node>();
+    if (heap.growable()) {
+      // A node splits only with two bodies or more: one level creates at most 2 nodes per
+      // unsettled body, which may be more than a kernel can grow the heap by (growth_headroom).
+      constexpr std::uint64_t kPerBlock = BarnesHutHeap::capacity<TreeNode>;
+      heap.reserve_blocks(heap.allocated_block_count() + (2 * unsettled + kPerBlock - 1) / kPerBlock);
+    }
     heap.parallel_do<TreeNode, &TreeNode::split<View>>(heap.view(), level, scratch.next_id());
     const std::uint64_t zero = 0;
     scratch.memory.copy_from_host(2 * sizeof(std::uint64_t), &zero, sizeof(zero));
     heap.parallel_do<Body, &Body::descend>(scratch.unsettled());
-    std::uint64_t unsettled = 0;
     scratch.memory.copy_to_host(&unsettled, 2 * sizeof(std::uint64_t), sizeof(unsettled));
     if (unsettled == 0) break;
   }
@@ -351,14 +356,14 @@ int run_app(int argc, char** argv) {
   heap.parallel_new<barnes_hut::Body>(bodies, options.seed);
   int depth = 0;
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
-    depth = barnes_hut::rebuild(heap, scratch);
+    depth = barnes_hut::rebuild(heap, scratch, bodies);
     heap.parallel_do<barnes_hut::Body, &barnes_hut::Body::compute_force>(scratch.root(), parameters);
     heap.parallel_do<barnes_hut::Body, &barnes_hut::Body::update>(parameters);
     run.after_iteration(iteration);
   }
   run.stop_clock();
   const std::uint64_t nodes_before_check = heap.count<barnes_hut::TreeNode>();
-  depth = barnes_hut::rebuild(heap, scratch);
+  depth = barnes_hut::rebuild(heap, scratch, bodies);
   const std::uint64_t violations = barnes_hut::check_tree(heap, bodies);
   heap.validate(soaheap::Validation::structure);
   soaheap_app::Result extra;
