@@ -15,11 +15,16 @@ enum class HeapMemory {
             ///< may read and write objects through their pointers; never larger than the GPU's free memory
 };
 
-/// @brief How big a heap is and where it runs. Give exactly one of `bytes` and `objects`.
+/// @brief How big a heap is and where it runs. Give at most one of `bytes` and `objects`; give
+/// neither and the heap sizes itself: it starts at kGrowingStartBytes and grows to max_bytes
+/// (default then kAllMemory).
 struct HeapOptions {
   std::uint64_t bytes = 0;       ///< total memory for data, block headers and bitmaps
   std::uint64_t objects = 0;     ///< or: room for this many objects of the smallest class
-  /// The most memory the heap may grow to. 0 (the default): the heap stays at its initial size.
+  /// The start of a heap given no size (bytes and objects both 0).
+  static constexpr std::uint64_t kGrowingStartBytes = std::uint64_t{64} << 20;
+  /// The most memory the heap may grow to. 0 (the default) with a size given: the heap stays at
+  /// that size; 0 with no size given: kAllMemory.
   /// Above that size, the heap reserves addresses for max_bytes once and maps memory as kernels
   /// need it, without moving anything; `release_free_memory()` / `soaheap::trim` give memory
   /// back. kAllMemory: the GPU's (host: the machine's) total memory. Not for managed heaps.

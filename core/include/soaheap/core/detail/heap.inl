@@ -6,9 +6,22 @@
 
 namespace soaheap {
 
+namespace detail {
+/// @p options with a heap given no size made one that sizes itself (HeapOptions).
+inline HeapOptions sized_options(HeapOptions options) {
+  if (options.bytes == 0 && options.objects == 0 && options.memory != HeapMemory::managed) {
+    if (options.max_bytes == 0) options.max_bytes = HeapOptions::kAllMemory;
+    options.bytes = options.max_bytes == HeapOptions::kAllMemory
+                        ? HeapOptions::kGrowingStartBytes
+                        : std::min(HeapOptions::kGrowingStartBytes, options.max_bytes / 2);  // room to grow
+  }
+  return options;
+}
+}  // namespace detail
+
 template <class... Classes>
-Heap<Classes...>::Heap(const HeapOptions& options) : options_(options) {
-  const std::uint64_t initial_blocks = block_count_for(options);
+Heap<Classes...>::Heap(const HeapOptions& options) : options_(detail::sized_options(options)) {
+  const std::uint64_t initial_blocks = block_count_for(options_);
   executor_.backend = options.backend;
   if (options.backend == Backend::host) {
     pool_ = std::make_unique<detail::ThreadPool>(detail::host_thread_count(options.host_threads));
@@ -360,8 +373,10 @@ void Heap<Classes...>::run_parallel_do(const char* operation, const Arguments&..
 
 template <class... Classes>
 std::uint64_t Heap<Classes...>::block_count_for(const HeapOptions& options) {
-  if ((options.bytes == 0) == (options.objects == 0))
-    throw invalid_argument("soaheap: give exactly one heap size: bytes=" + std::to_string(options.bytes) +
+  if (options.bytes == 0 && options.objects == 0)  // only a managed heap gets here unsized
+    throw invalid_argument("soaheap: a managed heap cannot grow, so it needs a size: give bytes or objects");
+  if (options.bytes != 0 && options.objects != 0)
+    throw invalid_argument("soaheap: give at most one heap size: bytes=" + std::to_string(options.bytes) +
                            ", objects=" + std::to_string(options.objects));
   std::uint64_t blocks = 0;
   if (options.objects != 0) {
