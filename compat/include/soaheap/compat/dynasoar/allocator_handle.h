@@ -38,10 +38,11 @@
 #ifndef SOAHEAP_DYNASOAR_GROW
 /// Build flag: 1 (default) lets the handle's heap grow past SoaAllocator's object count when the
 /// program needs more (HeapOptions::max_bytes = the GPU's memory), since DynaSOAr's programs never
-/// check `new` for nullptr. growth_headroom 32: they create all their cells in one kernel (wa-tor
-/// with an allocator of 262,144 objects needs 20 times its heap in its first kernel); the block
-/// headers and bitmap words of 32 times the heap cost about 42 bytes per block. 0 keeps DynaSOAr's
-/// fixed heap. A unified-memory heap stays fixed.
+/// check `new` for nullptr. growth_headroom 64, the most there is: they create all their cells in
+/// one kernel (wa-tor with an allocator of 262,144 objects needs 20 times its heap in its first
+/// kernel), and their own kernels run without the handle, which can raise the limit only at its
+/// own operations; the block headers and bitmap words of 64 times the heap cost about 42 bytes per
+/// block. 0 keeps DynaSOAr's fixed heap. A unified-memory heap stays fixed.
 #define SOAHEAP_DYNASOAR_GROW 1
 #endif
 
@@ -288,7 +289,7 @@ class AllocatorHandle {
     options.pack_allocations = SOAHEAP_DYNASOAR_PACK_ALLOCATIONS != 0;
     if (SOAHEAP_DYNASOAR_GROW != 0) {
       options.max_bytes = ::soaheap::HeapOptions::kAllMemory;
-      options.growth_headroom = 32;
+      options.growth_headroom = 64;
     }
     return options;
   }
