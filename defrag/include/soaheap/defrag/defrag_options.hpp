@@ -50,6 +50,11 @@ struct DefragOptions {
   /// true: T and its concrete subclasses; false: T alone (T must be concrete). The policies compact
   /// each concrete class on its own with its own settings, so they set false.
   bool subclasses = true;
+  /// Ordered compaction on a growable heap with too few free blocks to gather the class into:
+  /// true maps the fresh blocks it lacks (trim() gives them back later); false throws
+  /// out_of_memory, changing nothing. The policies set false and compact in place instead, so
+  /// that reordering never raises resident memory.
+  bool map_fresh_blocks = true;
 };
 
 inline const char* to_string(CompactionStrategy compaction) {

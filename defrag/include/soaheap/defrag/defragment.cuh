@@ -310,7 +310,8 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options, co
   result.ordered = true;
   double unused_before = 0, unused_after = 0;  // in blocks' worth of slots
   detail::for_each_covered_class<T, View>(options, [&](auto tag) {
-    detail::compact_class_in_order<detail::tag_type_t<decltype(tag)>>(heap, order, result, unused_before, unused_after);
+    detail::compact_class_in_order<detail::tag_type_t<decltype(tag)>>(heap, order, options.map_fresh_blocks, result,
+                                                                      unused_before, unused_after);
   });
   result.fragmentation_before = result.blocks_before == 0 ? 0.0 : unused_before / static_cast<double>(result.blocks_before);
   result.fragmentation_after = result.blocks_after == 0 ? 0.0 : unused_after / static_cast<double>(result.blocks_after);

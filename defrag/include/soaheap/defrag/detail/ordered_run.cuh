@@ -184,8 +184,8 @@ const Word* sort_words(OrderScratch& scratch, const Executor& executor, std::uin
 /// @throw out_of_memory when the heap has fewer free blocks than the class needs and cannot grow
 /// by them (nothing changed)
 template <class C, class Order, class... Classes>
-void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragResult& result, double& unused_before,
-                            double& unused_after, bool regrown = false) {
+void compact_class_in_order(Heap<Classes...>& heap, const Order& order, bool map_fresh_blocks, DefragResult& result,
+                            double& unused_before, double& unused_after) {
   using HeapType = Heap<Classes...>;
   using View = ::soaheap::detail::internals_t<HeapType>;
   constexpr int kClass = HeapType::template class_id<C>;
@@ -227,8 +227,8 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, DefragRe
     scratch.order_timer.stop(executor);
     // A growable heap maps the fresh blocks the run gathers into, then surveys again: the
     // heap's block count, and with it this run's view and scratch, may have changed.
-    if (!regrown && heap.reserve_blocks(heap.mapped_block_count() + (plan.new_block_count - counts.free_blocks)))
-      return compact_class_in_order<C>(heap, order, result, unused_before, unused_after, true);
+    if (map_fresh_blocks && heap.reserve_blocks(heap.mapped_block_count() + (plan.new_block_count - counts.free_blocks)))
+      return compact_class_in_order<C>(heap, order, false, result, unused_before, unused_after);
     throw out_of_memory("soaheap: ordered compaction of " + std::string(C::kName) + " needs " +
                         std::to_string(plan.new_block_count) + " free blocks for its " + std::to_string(counts.live) +
                         " objects (it gathers them into fresh blocks), but the heap has " +
