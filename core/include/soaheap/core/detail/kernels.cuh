@@ -213,10 +213,6 @@ struct EnumerateKernel {
     const BitmapView allocated = view.allocated_blocks(target.class_index);
     const BitmapView active = view.active_blocks(target.class_index);
     const std::uint64_t first = local / 32 * kBlocksPerWarp + local % 32;
-    // No block at or above the published ones is in use: a growable heap indexes up to
-    // growth_headroom times the blocks it has mapped, and scanning stops at those it has.
-    const std::uint64_t published = atomic_load(&view.state->published_blocks);
-    const std::uint64_t end = published < blocks ? published : blocks;
     bool listed[kBlocksPerLane];
     bool with_room[kBlocksPerLane];
 SOAHEAP_UNROLL
@@ -224,7 +220,7 @@ SOAHEAP_UNROLL
       const std::uint64_t block = first + 32 * static_cast<std::uint64_t>(k);
       listed[k] = false;
       with_room[k] = false;
-      if (block < end) {
+      if (block < blocks) {
         listed[k] = ((allocated.word(0, block / 64) >> (block % 64)) & 1u) != 0;
         with_room[k] = ((active.word(0, block / 64) >> (block % 64)) & 1u) != 0;
       }
