@@ -14,9 +14,10 @@
 /// reserved); a commit makes chunks readable and writable (`mprotect`), a release drops their pages
 /// (`madvise(MADV_DONTNEED)`) and takes the access away again. On cuda it is CUDA's virtual memory
 /// management: `cuMemAddressReserve` once, then per piece `cuMemCreate` + `cuMemMap`, one
-/// `cuMemSetAccess` per run of pieces, and `cuMemUnmap` + `cuMemRelease` to give a piece back. The driver functions are
-/// looked up at run time (`cudaGetDriverEntryPointByVersion`), so nothing links libcuda and a
-/// program built with the cuda backend still starts on a machine without a driver.
+/// `cuMemSetAccess` per run of pieces, and `cuMemUnmap` + `cuMemRelease` to give a piece back.
+/// The driver functions are looked up at run time (`cudaGetDriverEntryPointByVersion`), so nothing
+/// links libcuda and a program built with the cuda backend still starts on a machine without a
+/// driver.
 ///
 /// Not thread-safe: one owner commits and releases (the heap, under its own lock).
 
