@@ -166,6 +166,15 @@ SOAHEAP_HD inline std::uint64_t atomic_cas(std::uint64_t* address, std::uint64_t
 #endif
 }
 
+/// Exchange; returns the value found at @p address.
+SOAHEAP_HD inline std::uint64_t atomic_exchange(std::uint64_t* address, std::uint64_t desired) {
+#if SOAHEAP_DEVICE_CODE
+  return atomicExch(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(desired));
+#else
+  return __atomic_exchange_n(address, desired, __ATOMIC_SEQ_CST);
+#endif
+}
+
 /// Orders this thread's earlier memory operations before its later ones, device-wide.
 SOAHEAP_HD inline void memory_fence() {
 #if SOAHEAP_DEVICE_CODE

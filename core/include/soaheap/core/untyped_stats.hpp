@@ -14,6 +14,9 @@ struct UntypedSizeClassStats {
   int span = 1;                      ///< contiguous blocks whose data the chunks of one span share
   std::uint64_t blocks = 0;          ///< blocks holding chunks of this size (every block of each span)
   std::uint64_t used_chunks = 0;     ///< live allocations of this size class
+  /// chunks reserved for the class's current region and not handed out yet (given back by
+  /// Heap::release_free_memory / soaheap::trim)
+  std::uint64_t region_chunks = 0;
   std::uint64_t active_blocks = 0;   ///< spans with a free chunk
 
   std::uint64_t bytes_reserved() const { return used_chunks * chunk_bytes; }

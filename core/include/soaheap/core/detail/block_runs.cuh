@@ -36,17 +36,21 @@ SOAHEAP_HD inline std::uint64_t run_starts(std::uint64_t value, int length) {
 }
 
 /// First block of @p length contiguous free blocks, scanning from word @p start_word round the
-/// heap (a run never wraps), or kNotFound. Upper bitmap levels skip empty regions 4096 blocks at a time.
+/// heap (a run never wraps), or kNotFound. Upper bitmap levels skip empty regions 4096 blocks at a
+/// time. With @p max_words, only that many words from @p start_word on are looked at (no wrap).
 template <class View>
-SOAHEAP_HD std::uint64_t find_run(const View& view, std::uint64_t length, std::uint64_t start_word) {
+SOAHEAP_HD std::uint64_t find_run(const View& view, std::uint64_t length, std::uint64_t start_word,
+                                  std::uint64_t max_words = ~std::uint64_t{0}) {
   const BitmapView free_bits = view.free_blocks();
   const std::uint64_t words = view.block_words();
   const bool has_summary = view.bitmap_shape.level_count > 1;
-  for (int pass = 0; pass < 2; ++pass) {
+  const bool bounded = max_words < words;
+  for (int pass = 0; pass < (bounded ? 1 : 2); ++pass) {
     const std::uint64_t begin = pass == 0 ? start_word : 0;
     // The second pass runs past start_word far enough to find a run that crosses it.
     const std::uint64_t overlap = start_word + (length + 63) / 64 + 1;
-    const std::uint64_t end = pass == 0 ? words : (overlap < words ? overlap : words);
+    const std::uint64_t window_end = bounded && words - start_word > max_words ? start_word + max_words : words;
+    const std::uint64_t end = pass == 0 ? window_end : (overlap < words ? overlap : words);
     std::uint64_t run = 0;        // free blocks that end at the current word boundary
     std::uint64_t run_first = 0;  // where they begin
     for (std::uint64_t w = begin; w < end; ++w) {

@@ -250,8 +250,10 @@ bool Heap<Classes...>::reserve_blocks(std::uint64_t blocks) {
 
 template <class... Classes>
 std::uint64_t Heap<Classes...>::release_free_memory() {
-  if (!growable()) return 0;
   synchronize();
+  // Blocks whose chunks were all freed but that a current region still holds retire here.
+  detail::give_back_untyped_regions(executor_, make_internals());
+  if (!growable()) return 0;
   std::lock_guard<std::mutex> lock(grower_->mutex());
   const std::uint64_t mapped = mapped_blocks_.load();
   // The highest block in use (not free): everything above it may go.

@@ -87,6 +87,8 @@ struct HeapRuntimeState {
   /// filled up (kPackedContendedRounds with HeapOptions::pack_allocations, else 0). Set once.
   int contended_rounds;
   UntypedCounters untyped;                 ///< malloc/free counters (untyped_memory.cuh)
+  /// Each untyped size class's current region (detail/current_region.cuh); 0: none yet.
+  std::uint64_t untyped_regions[kMaxUntypedClasses];
   /// A heap that grows: the channel to its grower (nullptr for a fixed heap), the blocks whose free
   /// bits kernels have made visible (their upper bitmap levels set), and the most blocks a kernel may
   /// grow the heap to (the blocks whose headers and bitmap words exist; raised between kernels).

@@ -22,7 +22,9 @@
 #include <soaheap/core/bitmap.cuh>
 #include <soaheap/core/detail/block_runs.cuh>
 #include <soaheap/core/detail/heap_growth.cuh>
+#include <soaheap/core/detail/current_region.cuh>
 #include <soaheap/core/detail/runtime_state.cuh>
+#include <soaheap/core/detail/slot_class.cuh>
 #include <soaheap/core/heap_layout.cuh>
 #include <soaheap/core/untyped_layout.cuh>
 
@@ -54,38 +56,6 @@ inline constexpr int kPackedContendedRounds = 4;
 /// slots per block: for one slot per block the leader would start up to 32 blocks one after the
 /// other while the other lanes wait (docs/decisions/024-one-reservation-core.md).
 inline constexpr int kMinCapacityForWarpHandover = 2;
-
-/// What differs between kinds of slots; everything else in this file is written once.
-struct SlotClass {
-  std::uint32_t header_id;  ///< class id in the headers of the class's blocks
-  int capacity;             ///< slots per block, 1..64
-  /// A block with at most this many slots in use is a defrag candidate; -1: the class has none.
-  int candidate_threshold;
-  BitmapView allocated;     ///< the class's blocks
-  BitmapView active;        ///< its blocks with a free slot
-  BitmapView candidates;    ///< its defrag candidates (unused when candidate_threshold < 0)
-  int span = 1;             ///< contiguous blocks per block of the class (see the file comment)
-
-  SOAHEAP_HD std::uint64_t full_mask() const { return low_bits(capacity); }
-  SOAHEAP_HD bool has_candidates() const { return candidate_threshold >= 0; }
-  /// Whether a block going from @p fill_before to @p fill_after used slots changes its active or
-  /// candidate state (its bitmaps then need a refresh).
-  SOAHEAP_HD bool state_changes(int fill_before, int fill_after) const {
-    const bool full_before = fill_before == capacity;
-    const bool full_after = fill_after == capacity;
-    const bool candidate_before = fill_before <= candidate_threshold;
-    const bool candidate_after = fill_after <= candidate_threshold;
-    return full_before != full_after || candidate_before != candidate_after;
-  }
-};
-
-/// Result of a reservation: the block and the slots reserved in it; slots == 0: failed, for the
-/// reason in `failure` (out_of_memory or allocation_starved), which the caller records.
-struct Reservation {
-  std::uint64_t block;
-  std::uint64_t slots;
-  HeapErrorKind failure;
-};
 
 /// Up to @p wanted set bits of @p free_slots, starting at a seed-dependent position.
 /// With @p aim >= 0 (a lane of a diverged warp, wanted = 1): the aim-th free slot, modulo their
@@ -370,6 +340,21 @@ SOAHEAP_HD bool release_in_block(const Heap& heap, const SlotClass& slot_class, 
   return (before & slots) == slots;
 }
 
+/// @brief Frees the slots of @p slot_class's current region (word @p region) that were never
+/// handed out and leaves the class without a region. Between kernels only: no taker may race it.
+template <class Heap>
+SOAHEAP_HD void give_back_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* region) {
+  const std::uint64_t before = atomic_exchange(region, 0);
+  const std::uint64_t unhanded = unhanded_region_slots(slot_class, before);
+  if (unhanded == 0) return;
+  const std::uint64_t total = region_shape(slot_class).slots;
+  RegionSlots left{(before >> 32) - 1, total - unhanded, static_cast<int>(unhanded)};
+  while (left.count != 0) {
+    const Reservation piece = left.take_block(slot_class);
+    release_in_block(heap, slot_class, piece.block, piece.slots);
+  }
+}
+
 #if SOAHEAP_DEVICE_CODE
 // ---- a warp's reservations -----------------------------------------------------------------------
 /// One lane's outcome: the slot it got (slot < 0: none) and, if it wanted one and got none, why.
@@ -402,19 +387,38 @@ __device__ inline std::uint32_t warp_seed(std::uint64_t salt) {
 /// only for a converged whole warp; every other lane reserves its own slot (reserve_for_lane).
 template <class Heap>
 __device__ LaneSlot reserve_for_whole_warp(const Heap& heap, const SlotClass& slot_class, unsigned wanting,
-                                           std::uint32_t seed) {
+                                           std::uint32_t seed, std::uint64_t* region = nullptr) {
   LaneSlot mine{0, -1, HeapErrorKind::none};
   const int count = popcount(wanting);
   const int lane = lane_id();
   const bool wants = ((wanting >> lane) & 1u) != 0;
   const int index = popcount(wanting & lanes_below());  // among the lanes that want one
+  // Lane 0's slots from the class's current region (current_region.cuh): what the region had left,
+  // then what a region it installs gives; handed over block by block before the core is asked.
+  RegionSlots from_region{0, 0, 0};
+  RegionSlots installed{0, 0, 0};
+  if (lane == 0 && region != nullptr) {
+    const RegionTake take = take_from_region(region, slot_class, count);
+    from_region = take.slots;
+    if (take.installs) installed = install_region(heap, slot_class, region, count - from_region.count, seed);
+  }
+  // A class of one slot per block leaves what the region did not give to the lanes themselves
+  // (kMinCapacityForWarpHandover).
+  const bool core_serves_warp = slot_class.capacity >= kMinCapacityForWarpHandover;
   int served = 0;
   while (served < count) {
     Reservation reservation{0, 0, HeapErrorKind::none};
-    if (lane == 0) reservation = reserve(heap, slot_class, count - served, seed);
+    if (lane == 0) {
+      if (from_region.count == 0) {
+        from_region = installed;
+        installed.count = 0;
+      }
+      if (from_region.count != 0) reservation = from_region.take_block(slot_class);
+      else if (core_serves_warp) reservation = reserve(heap, slot_class, count - served, seed);
+    }
     const std::uint64_t block = __shfl_sync(kFullWarp, reservation.block, 0);
     const std::uint64_t slots = __shfl_sync(kFullWarp, reservation.slots, 0);
-    if (slots == 0) {  // the remaining lanes get nothing
+    if (slots == 0) {  // the remaining lanes get nothing (failure none: they reserve their own)
       const auto failure = static_cast<HeapErrorKind>(__shfl_sync(kFullWarp, static_cast<unsigned>(reservation.failure), 0));
       if (wants && index >= served) mine.failure = failure;
       break;
@@ -430,29 +434,38 @@ __device__ LaneSlot reserve_for_whole_warp(const Heap& heap, const SlotClass& sl
   return mine;
 }
 
-/// A lane outside a converged whole warp reserves its own slot; the lanes at the call (@p lanes)
-/// share the warp's seed and aim apart by their rank among them (hints only: a wrong one costs a
-/// retry, never a slot), so that a diverged warp's slots land side by side.
+/// A lane outside a converged whole warp reserves its own slot (from the class's current @p region
+/// first, where it has one); the lanes at the call (@p lanes) share the warp's seed and aim apart
+/// by their rank among them (hints only: a wrong one costs a retry, never a slot), so that a
+/// diverged warp's slots land side by side.
 template <class Heap>
-__device__ LaneSlot reserve_for_lane(const Heap& heap, const SlotClass& slot_class, unsigned lanes, std::uint64_t salt) {
+__device__ LaneSlot reserve_for_lane(const Heap& heap, const SlotClass& slot_class, unsigned lanes, std::uint64_t salt,
+                                     std::uint64_t* region = nullptr) {
   const int rank = popcount(lanes & lanes_below());
-  const Reservation reservation = reserve(heap, slot_class, 1, warp_seed((std::uint64_t{lanes} << 32) ^ salt), rank);
+  const std::uint32_t seed = warp_seed((std::uint64_t{lanes} << 32) ^ salt);
+  Reservation reservation{0, 0, HeapErrorKind::none};
+  if (region != nullptr) reservation = take_one_from_region(heap, slot_class, region, seed + static_cast<std::uint32_t>(rank));
+  if (reservation.slots == 0) reservation = reserve(heap, slot_class, 1, seed, rank);
   if (reservation.slots == 0) return {0, -1, reservation.failure};
   return {reservation.block, lowest_set_bit(reservation.slots), HeapErrorKind::none};
 }
 
 /// @brief Every lane of the warp calls it together, @p wanted in the lanes that want a slot: a
 /// converged whole warp is served by one lane (reserve_for_whole_warp) when a block holds enough
-/// of its slots; otherwise each wanting lane reserves its own.
+/// of its slots or the class has a current @p region; otherwise each wanting lane reserves its own.
 template <class Heap>
-__device__ LaneSlot reserve_in_warp(const Heap& heap, const SlotClass& slot_class, bool wanted, std::uint64_t salt) {
-  if (whole_warp_converged() && slot_class.capacity >= kMinCapacityForWarpHandover) {
+__device__ LaneSlot reserve_in_warp(const Heap& heap, const SlotClass& slot_class, bool wanted, std::uint64_t salt,
+                                    std::uint64_t* region = nullptr) {
+  if (whole_warp_converged() && (slot_class.capacity >= kMinCapacityForWarpHandover || region != nullptr)) {
     const unsigned wanting = __ballot_sync(kFullWarp, wanted);
     if (wanting == 0) return {0, -1, HeapErrorKind::none};
-    return reserve_for_whole_warp(heap, slot_class, wanting, warp_seed((static_cast<std::uint64_t>(clock64()) << 20) ^ salt));
+    const LaneSlot mine =
+        reserve_for_whole_warp(heap, slot_class, wanting, warp_seed((static_cast<std::uint64_t>(clock64()) << 20) ^ salt), region);
+    if (!wanted || mine.slot >= 0 || mine.failure != HeapErrorKind::none) return mine;
+    return reserve_for_lane(heap, slot_class, __activemask(), salt);  // what the region left over
   }
   if (!wanted) return {0, -1, HeapErrorKind::none};
-  return reserve_for_lane(heap, slot_class, __activemask(), salt);
+  return reserve_for_lane(heap, slot_class, __activemask(), salt, region);
 }
 
 /// @brief The whole warp, converged at the call, frees one slot per lane (@p block kNotFound: none

@@ -114,13 +114,29 @@ struct Untyped {
 
   /// A chunk of @p size_class for one thread's request of @p bytes: the host backend's path (rank -1).
   SOAHEAP_HD static void* allocate_chunk(const View& view, std::uint64_t bytes, int size_class, std::uint32_t seed) {
-    const Reservation reservation = reserve(view, view.untyped_class(size_class), 1, seed);
+    const SlotClass slot_class = view.untyped_class(size_class);
+    std::uint64_t* const current = region(view, slot_class, size_class);
+    Reservation reservation{0, 0, HeapErrorKind::none};
+    if (current != nullptr) reservation = take_one_from_region(view, slot_class, current, seed);
+    if (reservation.slots == 0) reservation = reserve(view, slot_class, 1, seed);
     if (reservation.slots == 0) {
       // Starvation too: the payload must carry the size, and the message covers contention.
       record(view, HeapErrorKind::untyped_out_of_memory, bytes);
       return nullptr;
     }
     return chunk_address(view, reservation.block, size_class, lowest_set_bit(reservation.slots));
+  }
+
+  /// The current-region word of @p size_class (detail/current_region.cuh), or nullptr where the
+  /// heap is too small for the class to take regions.
+  SOAHEAP_HD static std::uint64_t* region(const View& view, const SlotClass& slot_class, int size_class) {
+    return takes_regions(view, slot_class) ? &view.state->untyped_regions[size_class] : nullptr;
+  }
+
+  /// Gives back the slots of @p size_class's current region that were never handed out (between kernels).
+  SOAHEAP_HD static void give_back_regions(const View& view, int size_class) {
+    const SlotClass slot_class = view.untyped_class(size_class);
+    give_back_region(view, slot_class, &view.state->untyped_regions[size_class]);
   }
 
   SOAHEAP_HD static void* chunk_address(const View& view, std::uint64_t block, int size_class, int chunk) {
@@ -257,8 +273,9 @@ struct Untyped {
     std::uint64_t pointer = 0;
     if (bytes != 0 && route_class < Layout::kClassCount) {
       const SlotClass slot_class = view.untyped_class(route_class);
-      const LaneSlot slot = one_label ? reserve_in_warp(view, slot_class, true, static_cast<std::uint64_t>(route_class))
-                                      : reserve_for_lane(view, slot_class, lanes, static_cast<std::uint64_t>(route_class));
+      std::uint64_t* const current = region(view, slot_class, route_class);
+      const LaneSlot slot = one_label ? reserve_in_warp(view, slot_class, true, static_cast<std::uint64_t>(route_class), current)
+                                      : reserve_for_lane(view, slot_class, lanes, static_cast<std::uint64_t>(route_class), current);
       if (slot.slot >= 0) pointer = reinterpret_cast<std::uint64_t>(chunk_address(view, slot.block, route_class, slot.slot));
       else record(view, HeapErrorKind::untyped_out_of_memory, bytes);
     } else if (bytes != 0) {

@@ -47,6 +47,22 @@ struct UntypedStatisticsKernel {
   }
 };
 
+/// One thread per size class: gives back what its current region never handed out.
+template <class View>
+struct GiveBackRegionsKernel {
+  View view;
+  SOAHEAP_HD void operator()(std::uint64_t size_class) const {
+    Untyped<View>::give_back_regions(view, static_cast<int>(size_class));
+  }
+};
+
+/// Gives back every size class's unhanded region slots (Heap::release_free_memory does it first,
+/// so that blocks whose handed chunks were all freed retire). Between kernels; waits for it.
+template <class View>
+void give_back_untyped_regions(const Executor& executor, const View& view) {
+  executor.run(static_cast<std::uint64_t>(View::Untyped::kClassCount), GiveBackRegionsKernel<View>{view});
+}
+
 /// True for the error kinds that soaheap::malloc / soaheap::free record.
 inline bool is_untyped_error(HeapErrorKind kind) {
   return kind == HeapErrorKind::untyped_out_of_memory || kind == HeapErrorKind::free_of_unallocated_memory ||
@@ -97,6 +113,9 @@ UntypedStats collect_untyped_stats(const Executor& executor, const View& view, c
   counters.copy_to_host(values.data(), 0, values.size() * sizeof(std::uint64_t));
   UntypedCounters totals{};
   runtime_state.copy_to_host(&totals, offsetof(HeapRuntimeState, untyped), sizeof(totals));
+  // Chunks that a current region holds but never handed out are reserved, not used.
+  std::uint64_t regions[kMaxUntypedClasses] = {};
+  runtime_state.copy_to_host(regions, offsetof(HeapRuntimeState, untyped_regions), sizeof(regions));
   UntypedStats stats;
   stats.block_bytes = Layout::kBlockBytes;
   for (int k = 0; k < Layout::kClassCount; ++k) {
@@ -105,7 +124,8 @@ UntypedStats collect_untyped_stats(const Executor& executor, const View& view, c
     entry.capacity = Layout::capacity(k);
     entry.span = Layout::span(k);
     entry.blocks = values[3 * k];
-    entry.used_chunks = values[3 * k + 1];
+    entry.region_chunks = unhanded_region_slots(view.untyped_class(k), regions[k]);
+    entry.used_chunks = values[3 * k + 1] - entry.region_chunks;
     entry.active_blocks = values[3 * k + 2];
     stats.size_classes.push_back(entry);
   }

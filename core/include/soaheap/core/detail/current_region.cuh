@@ -1,0 +1,187 @@
+#pragma once
+/// @file detail/current_region.cuh
+/// @brief A slot class's *current region*: a run of blocks started together as blocks of the class
+///        with every slot reserved, whose slots are handed out in order by adding to one word.
+///        Taking slots from it costs a whole warp one atomic, where the reservation core
+///        (slot_reservation.cuh) searches bitmaps and, for each new block, updates the class's
+///        bitmaps up to their top levels; it is soaheap::malloc's path while few threads allocate
+///        (docs/decisions/028-current-regions-for-malloc.md).
+///
+/// The region word holds a tag (high 32 bits: 0 no region yet, kCooldownTag the last install found
+/// no run of free blocks, otherwise the region's first block + 1) and the slots asked of it (low
+/// 32 bits). A taker adds what it wants and gets the slots in [what it read back, the region's
+/// slots). The one taker whose addition reaches the state's threshold (0 without a region, the
+/// region's slots, kCooldownSlots while cooling down) installs the next region: one installer per
+/// state, so there is no lock and no one waits for it, since takers that find nothing meanwhile
+/// reserve through the core. Only the threads in flight add to a state whose threshold was
+/// crossed, a warp's worth each, so the count never reaches the tag.
+///
+/// A region's slots stay reserved in its blocks' allocation words until handed out, so every other
+/// path sees those blocks as full. Handed slots are freed like any others, and a block retires when
+/// its last handed slot is freed; slots never handed out stay reserved until give_back_region
+/// (between kernels). A class takes regions only in a heap of kRegionsPerHeap regions or more, so
+/// that what the regions hold back stays a small share of the heap.
+
+#include <soaheap/base/portability.cuh>
+#include <soaheap/core/bitmap.cuh>
+#include <soaheap/core/detail/block_runs.cuh>
+#include <soaheap/core/detail/slot_class.cuh>
+#include <soaheap/core/untyped_layout.cuh>
+
+#include <cstdint>
+
+namespace soaheap::detail {
+
+/// Tag of a region word whose last install found no run of free blocks.
+inline constexpr std::uint32_t kCooldownTag = 0xffffffffu;
+/// Slots asked of a cooling-down class before it looks for a run again: a heap without room for
+/// a region is not scanned at every allocation.
+inline constexpr std::uint64_t kCooldownSlots = std::uint64_t{1} << 16;
+/// Slots a region aims at: a burst of 16,384 one-slot requests of the smallest chunks is served
+/// by one region.
+inline constexpr std::uint64_t kRegionSlots = 16384;
+/// Most blocks a region takes (1 MiB of 4 KiB blocks).
+inline constexpr std::uint64_t kMaxRegionBlocks = 256;
+/// Words of the free bitmap an install looks through for a run (a fragmented heap is not scanned whole).
+inline constexpr std::uint64_t kRegionSearchWords = 256;
+/// Runs an install looks for (and tries to claim) before the class cools down.
+inline constexpr int kRegionClaimAttempts = 4;
+/// A class takes regions only in a heap of at least this many times a region's blocks.
+inline constexpr std::uint64_t kRegionsPerHeap = 64;
+
+/// How a region of a slot class is made up.
+struct RegionShape {
+  std::uint64_t spans;   ///< spans (blocks of the class) in a region
+  std::uint64_t blocks;  ///< blocks in a region
+  std::uint64_t slots;   ///< slots in a region
+};
+SOAHEAP_HD inline RegionShape region_shape(const SlotClass& slot_class) {
+  const auto span = static_cast<std::uint64_t>(slot_class.span);
+  const auto capacity = static_cast<std::uint64_t>(slot_class.capacity);
+  std::uint64_t spans = (kRegionSlots + capacity - 1) / capacity;
+  if (spans * span > kMaxRegionBlocks) spans = kMaxRegionBlocks / span;
+  return {spans, spans * span, spans * capacity};
+}
+
+/// Whether @p slot_class takes regions in @p heap (see the file comment).
+template <class Heap>
+SOAHEAP_HD bool takes_regions(const Heap& heap, const SlotClass& slot_class) {
+  return heap.block_count >= kRegionsPerHeap * region_shape(slot_class).blocks && heap.block_count < kCooldownTag;
+}
+
+/// Slots of a region that its word @p word says were never handed out.
+SOAHEAP_HD inline std::uint64_t unhanded_region_slots(const SlotClass& slot_class, std::uint64_t word) {
+  const auto tag = static_cast<std::uint32_t>(word >> 32);
+  const std::uint64_t total = region_shape(slot_class).slots;
+  const std::uint64_t asked = word & 0xffffffffu;
+  return tag == 0 || tag == kCooldownTag || asked >= total ? 0 : total - asked;
+}
+
+/// @p count slots of the region that starts at block @p region, from its slot @p first on.
+struct RegionSlots {
+  std::uint64_t region;
+  std::uint64_t first;
+  int count;
+
+  /// Takes the first of these slots that lie in one block (of the class's spans) as a reservation,
+  /// the form in which the core hands slots to a warp's lanes.
+  SOAHEAP_HD Reservation take_block(const SlotClass& slot_class) {
+    const auto capacity = static_cast<std::uint64_t>(slot_class.capacity);
+    const std::uint64_t slot = first % capacity;
+    const std::uint64_t left = capacity - slot;
+    const std::uint64_t taken = static_cast<std::uint64_t>(count) < left ? static_cast<std::uint64_t>(count) : left;
+    const Reservation reservation{region + first / capacity * static_cast<std::uint64_t>(slot_class.span),
+                                  low_bits(static_cast<int>(taken)) << slot, HeapErrorKind::none};
+    first += taken;
+    count -= static_cast<int>(taken);
+    return reservation;
+  }
+};
+
+/// What one taker got: its slots (count 0: none), and whether it installs the next region.
+struct RegionTake {
+  RegionSlots slots;
+  bool installs;
+};
+
+/// Asks the region word @p word of @p slot_class for @p wanted slots (see the file comment).
+SOAHEAP_HD inline RegionTake take_from_region(std::uint64_t* word, const SlotClass& slot_class, int wanted) {
+  const std::uint64_t total = region_shape(slot_class).slots;
+  // A region asked for more than it holds has been crossed, and its next install is under way:
+  // skip the atomic, which all the warps of a busy kernel would otherwise queue on. (Asked for
+  // exactly all it holds, the next taker still crosses.)
+  const std::uint64_t seen = atomic_load(word);
+  const auto seen_tag = static_cast<std::uint32_t>(seen >> 32);
+  if (seen_tag != 0 && seen_tag != kCooldownTag && (seen & 0xffffffffu) > total) return {{0, 0, 0}, false};
+  const std::uint64_t before = atomic_fetch_add(word, static_cast<std::uint64_t>(wanted));
+  const auto tag = static_cast<std::uint32_t>(before >> 32);
+  const std::uint64_t asked = before & 0xffffffffu;
+  const bool region = tag != 0 && tag != kCooldownTag;
+  const std::uint64_t threshold = tag == 0 ? 0 : tag == kCooldownTag ? kCooldownSlots : total;
+  RegionTake take{{region ? tag - 1 : 0, asked, 0}, asked <= threshold && threshold < asked + static_cast<std::uint64_t>(wanted)};
+  if (region && asked < total) take.slots.count = static_cast<int>(total - asked < static_cast<std::uint64_t>(wanted) ? total - asked : wanted);
+  return take;
+}
+
+/// @brief Run by the one taker that reached the threshold: claims a run of free blocks, starts it
+/// as the class's spans with every slot reserved, and publishes it with @p wanted of its slots
+/// taken, which it returns. Without such a run the word cools down and nothing is returned.
+template <class Heap>
+SOAHEAP_HD RegionSlots install_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word, int wanted,
+                                      std::uint32_t seed) {
+  const RegionShape shape = region_shape(slot_class);
+  // In transit: an empty-looking heap is not out of memory while a region is being started.
+  atomic_fetch_add(&heap.state->blocks_in_transit, 1);
+  std::uint64_t first = BitmapView::kNotFound;
+  for (int attempt = 0; attempt < kRegionClaimAttempts && first == BitmapView::kNotFound; ++attempt) {
+    // A run found can lose a block to a thread that takes free blocks one by one: look again.
+    const std::uint32_t attempt_seed = seed + static_cast<std::uint32_t>(attempt) * 0x9e3779b9u;
+    const std::uint64_t start = heap.state->lowest_first != 0 ? 0 : mix_seed(attempt_seed) % heap.block_words();
+    first = find_run(heap, shape.blocks, start, kRegionSearchWords);
+    if (first != BitmapView::kNotFound && !claim_run(heap, first, shape.blocks)) first = BitmapView::kNotFound;
+  }
+  if (first == BitmapView::kNotFound) {
+    atomic_fetch_add(&heap.state->blocks_in_transit, ~std::uint64_t{0});
+    atomic_exchange(word, std::uint64_t{kCooldownTag} << 32);
+    return {0, 0, 0};
+  }
+  const auto span = static_cast<std::uint64_t>(slot_class.span);
+  const std::uint64_t end = first + shape.blocks;
+  // As start_block does for one block: a thread that still holds one of these blocks from an
+  // earlier life sees the new class before any allocation word of it (and then no free slot).
+  for (std::uint64_t head = first; head < end; head += span) {
+    for (std::uint64_t body = head + 1; body < head + span; ++body) {
+      atomic_store(&heap.headers[body].iteration, head);
+      atomic_store(&heap.headers[body].class_id, kUntypedSpanBodyId);
+    }
+    atomic_store(&heap.headers[head].class_id, slot_class.header_id);
+    atomic_store(&heap.headers[head].iteration, 0);
+  }
+  release_fence();
+  for (std::uint64_t head = first; head < end; head += span) atomic_store(&heap.headers[head].allocation, slot_class.full_mask());
+  release_fence();
+  if (span == 1) {
+    set_run_bits(slot_class.allocated, first, shape.blocks);
+  } else {
+    for (std::uint64_t head = first; head < end; head += span) slot_class.allocated.set(head);
+  }
+  atomic_fetch_add(&heap.state->blocks_in_transit, ~std::uint64_t{0});
+  heap.count_block_taken(shape.blocks);
+  const std::uint64_t taken = static_cast<std::uint64_t>(wanted) < shape.slots ? static_cast<std::uint64_t>(wanted) : shape.slots;
+  atomic_exchange(word, ((first + 1) << 32) | taken);
+  return {first, 0, static_cast<int>(taken)};
+}
+
+/// One slot from @p slot_class's region word @p word for a thread on its own (a host thread, a
+/// lane of a diverged warp); slots == 0: none, the caller reserves through the core.
+template <class Heap>
+SOAHEAP_HD Reservation take_one_from_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
+                                            std::uint32_t seed) {
+  const RegionTake take = take_from_region(word, slot_class, 1);
+  // One slot asked: whoever installs got nothing from the state it crossed.
+  RegionSlots slots = take.installs ? install_region(heap, slot_class, word, 1, seed) : take.slots;
+  if (slots.count == 0) return {0, 0, HeapErrorKind::none};
+  return slots.take_block(slot_class);
+}
+
+}  // namespace soaheap::detail
