@@ -7,7 +7,7 @@ INSTANTIATE_TEST_SUITE_P(Host, UntypedTest, ::testing::Values(soaheap::Backend::
 // The region word's protocol (detail/current_region.cuh), step by step on one thread.
 namespace region = soaheap::detail;
 
-region::SlotClass class_of(int capacity, int span) { return {0, capacity, -1, {}, {}, {}, span}; }
+region::SlotClass class_of(int capacity, int span) { return {0, capacity, -1, {}, {}, {}, span, region::region_blocks_for(4096)}; }
 std::uint64_t region_word(std::uint64_t tag, std::uint64_t asked) { return (tag << 32) | asked; }
 
 TEST(CurrentRegion, TheFirstTakerInstallsAndLaterTakersGetConsecutiveSlots) {

@@ -166,6 +166,23 @@ SOAHEAP_HD inline std::uint64_t atomic_cas(std::uint64_t* address, std::uint64_t
 #endif
 }
 
+/// A relaxed store the thread does not wait for (atomic_store is an exchange on the device, whose
+/// answer it waits for): for runs of stores that a fence then orders before their publication.
+SOAHEAP_HD inline void atomic_store_relaxed(std::uint32_t* address, std::uint32_t value) {
+#if SOAHEAP_DEVICE_CODE
+  asm volatile("st.relaxed.gpu.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
+#else
+  __atomic_store_n(address, value, __ATOMIC_SEQ_CST);
+#endif
+}
+SOAHEAP_HD inline void atomic_store_relaxed(std::uint64_t* address, std::uint64_t value) {
+#if SOAHEAP_DEVICE_CODE
+  asm volatile("st.relaxed.gpu.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
+#else
+  __atomic_store_n(address, value, __ATOMIC_SEQ_CST);
+#endif
+}
+
 /// Exchange; returns the value found at @p address.
 SOAHEAP_HD inline std::uint64_t atomic_exchange(std::uint64_t* address, std::uint64_t desired) {
 #if SOAHEAP_DEVICE_CODE

@@ -19,8 +19,10 @@
 /// A region's slots stay reserved in its blocks' allocation words until handed out, so every other
 /// path sees those blocks as full. Handed slots are freed like any others, and a block retires when
 /// its last handed slot is freed; slots never handed out stay reserved until give_back_region
-/// (between kernels). A class takes regions only in a heap of kRegionsPerHeap regions or more, so
-/// that what the regions hold back stays a small share of the heap.
+/// (between kernels). A region is at most 1 MiB, and a class takes regions only in a heap of
+/// kRegionsPerHeap regions or more, so that what they hold back stays a small share of the heap.
+/// Their blocks look full to the core, so a thread that the core finds no room for looks at its
+/// class's region once more before it reports out of memory (a region installed meanwhile).
 
 #include <soaheap/base/portability.cuh>
 #include <soaheap/core/bitmap.cuh>
@@ -40,14 +42,21 @@ inline constexpr std::uint64_t kCooldownSlots = std::uint64_t{1} << 16;
 /// Slots a region aims at: a burst of 16,384 one-slot requests of the smallest chunks is served
 /// by one region.
 inline constexpr std::uint64_t kRegionSlots = 16384;
-/// Most blocks a region takes (1 MiB of 4 KiB blocks).
+/// Most blocks of a region, and most bytes (of larger blocks): what one class holds back.
 inline constexpr std::uint64_t kMaxRegionBlocks = 256;
+inline constexpr std::uint64_t kMaxRegionBytes = std::uint64_t{1} << 20;
 /// Words of the free bitmap an install looks through for a run (a fragmented heap is not scanned whole).
 inline constexpr std::uint64_t kRegionSearchWords = 256;
 /// Runs an install looks for (and tries to claim) before the class cools down.
 inline constexpr int kRegionClaimAttempts = 4;
-/// A class takes regions only in a heap of at least this many times a region's blocks.
-inline constexpr std::uint64_t kRegionsPerHeap = 64;
+/// A class takes regions only in a heap of at least this many times a region's blocks: with every
+/// size class (up to ~80) holding one, the regions hold back at most about a twelfth of the heap.
+inline constexpr std::uint64_t kRegionsPerHeap = 1024;
+
+/// SlotClass::region_blocks for the untyped size classes of blocks of @p block_bytes data bytes.
+SOAHEAP_HD constexpr int region_blocks_for(std::uint64_t block_bytes) {
+  return static_cast<int>(kMaxRegionBytes / block_bytes < kMaxRegionBlocks ? kMaxRegionBytes / block_bytes : kMaxRegionBlocks);
+}
 
 /// How a region of a slot class is made up.
 struct RegionShape {
@@ -58,15 +67,17 @@ struct RegionShape {
 SOAHEAP_HD inline RegionShape region_shape(const SlotClass& slot_class) {
   const auto span = static_cast<std::uint64_t>(slot_class.span);
   const auto capacity = static_cast<std::uint64_t>(slot_class.capacity);
+  const auto most = static_cast<std::uint64_t>(slot_class.region_blocks);
   std::uint64_t spans = (kRegionSlots + capacity - 1) / capacity;
-  if (spans * span > kMaxRegionBlocks) spans = kMaxRegionBlocks / span;
+  if (spans * span > most) spans = most / span;
   return {spans, spans * span, spans * capacity};
 }
 
 /// Whether @p slot_class takes regions in @p heap (see the file comment).
 template <class Heap>
 SOAHEAP_HD bool takes_regions(const Heap& heap, const SlotClass& slot_class) {
-  return heap.block_count >= kRegionsPerHeap * region_shape(slot_class).blocks && heap.block_count < kCooldownTag;
+  const RegionShape shape = region_shape(slot_class);
+  return shape.spans != 0 && heap.block_count >= kRegionsPerHeap * shape.blocks && heap.block_count < kCooldownTag;
 }
 
 /// Slots of a region that its word @p word says were never handed out.
@@ -123,14 +134,15 @@ SOAHEAP_HD inline RegionTake take_from_region(std::uint64_t* word, const SlotCla
   return take;
 }
 
-/// @brief Run by the one taker that reached the threshold: claims a run of free blocks, starts it
-/// as the class's spans with every slot reserved, and publishes it with @p wanted of its slots
-/// taken, which it returns. Without such a run the word cools down and nothing is returned.
+// ---- installing a region: run by the one taker that reached the threshold, in three steps so
+// that the lanes of a warp can share the second ------------------------------------------------
+/// Step 1: claims a run of free blocks for a new region, counted in transit until publish_region
+/// (an empty-looking heap is not out of memory while a region is being started). Without such a
+/// run the word cools down, and the result is kNotFound.
 template <class Heap>
-SOAHEAP_HD RegionSlots install_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word, int wanted,
+SOAHEAP_HD std::uint64_t claim_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
                                       std::uint32_t seed) {
   const RegionShape shape = region_shape(slot_class);
-  // In transit: an empty-looking heap is not out of memory while a region is being started.
   atomic_fetch_add(&heap.state->blocks_in_transit, 1);
   std::uint64_t first = BitmapView::kNotFound;
   for (int attempt = 0; attempt < kRegionClaimAttempts && first == BitmapView::kNotFound; ++attempt) {
@@ -143,33 +155,62 @@ SOAHEAP_HD RegionSlots install_region(const Heap& heap, const SlotClass& slot_cl
   if (first == BitmapView::kNotFound) {
     atomic_fetch_add(&heap.state->blocks_in_transit, ~std::uint64_t{0});
     atomic_exchange(word, std::uint64_t{kCooldownTag} << 32);
-    return {0, 0, 0};
   }
+  return first;
+}
+
+/// Step 2: starts the spans of the claimed region at block @p first whose index is @p part modulo
+/// @p parts as blocks of the class with every slot reserved. As start_block does for one block, a
+/// thread that still holds one of these blocks from an earlier life sees the new class before the
+/// block's allocation word (and then no free slot in it).
+template <class Heap>
+SOAHEAP_HD void start_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t first, unsigned part,
+                             unsigned parts) {
+  const RegionShape shape = region_shape(slot_class);
   const auto span = static_cast<std::uint64_t>(slot_class.span);
-  const std::uint64_t end = first + shape.blocks;
-  // As start_block does for one block: a thread that still holds one of these blocks from an
-  // earlier life sees the new class before any allocation word of it (and then no free slot).
-  for (std::uint64_t head = first; head < end; head += span) {
+  for (std::uint64_t index = part; index < shape.spans; index += parts) {
+    const std::uint64_t head = first + index * span;
     for (std::uint64_t body = head + 1; body < head + span; ++body) {
-      atomic_store(&heap.headers[body].iteration, head);
-      atomic_store(&heap.headers[body].class_id, kUntypedSpanBodyId);
+      atomic_store_relaxed(&heap.headers[body].iteration, head);
+      atomic_store_relaxed(&heap.headers[body].class_id, kUntypedSpanBodyId);
     }
-    atomic_store(&heap.headers[head].class_id, slot_class.header_id);
-    atomic_store(&heap.headers[head].iteration, 0);
+    atomic_store_relaxed(&heap.headers[head].class_id, slot_class.header_id);
+    atomic_store_relaxed(&heap.headers[head].iteration, 0);
   }
   release_fence();
-  for (std::uint64_t head = first; head < end; head += span) atomic_store(&heap.headers[head].allocation, slot_class.full_mask());
+  for (std::uint64_t index = part; index < shape.spans; index += parts)
+    atomic_store_relaxed(&heap.headers[first + index * span].allocation, slot_class.full_mask());
   release_fence();
+}
+
+/// Step 3, once every part is started: marks the region's blocks allocated to the class, ends the
+/// transit, and publishes the region with @p wanted of its slots taken, which it returns.
+template <class Heap>
+SOAHEAP_HD RegionSlots publish_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
+                                      std::uint64_t first, int wanted) {
+  const RegionShape shape = region_shape(slot_class);
+  const auto span = static_cast<std::uint64_t>(slot_class.span);
+  release_fence();  // every part's stores before the region can be seen
   if (span == 1) {
     set_run_bits(slot_class.allocated, first, shape.blocks);
   } else {
-    for (std::uint64_t head = first; head < end; head += span) slot_class.allocated.set(head);
+    for (std::uint64_t head = first; head < first + shape.blocks; head += span) slot_class.allocated.set(head);
   }
   atomic_fetch_add(&heap.state->blocks_in_transit, ~std::uint64_t{0});
   heap.count_block_taken(shape.blocks);
   const std::uint64_t taken = static_cast<std::uint64_t>(wanted) < shape.slots ? static_cast<std::uint64_t>(wanted) : shape.slots;
   atomic_exchange(word, ((first + 1) << 32) | taken);
   return {first, 0, static_cast<int>(taken)};
+}
+
+/// The three steps by one thread.
+template <class Heap>
+SOAHEAP_HD RegionSlots install_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word, int wanted,
+                                      std::uint32_t seed) {
+  const std::uint64_t first = claim_region(heap, slot_class, word, seed);
+  if (first == BitmapView::kNotFound) return {0, 0, 0};
+  start_region(heap, slot_class, first, 0, 1);
+  return publish_region(heap, slot_class, word, first, wanted);
 }
 
 /// One slot from @p slot_class's region word @p word for a thread on its own (a host thread, a
