@@ -14,7 +14,8 @@
 /// region's slots, kCooldownSlots while cooling down) installs the next region: one installer per
 /// state, so there is no lock and no one waits for it, since takers that find nothing meanwhile
 /// reserve through the core. Only the threads in flight add to a state whose threshold was
-/// crossed, a warp's worth each, so the count never reaches the tag.
+/// crossed, a warp's worth each, until its installer replaces it, so the count never reaches the
+/// tag (it would take 2^27 warps' requests during one install).
 ///
 /// A region's slots stay reserved in its blocks' allocation words until handed out, so every other
 /// path sees those blocks as full. Handed slots are freed like any others, and a block retires when
@@ -118,12 +119,6 @@ struct RegionTake {
 /// Asks the region word @p word of @p slot_class for @p wanted slots (see the file comment).
 SOAHEAP_HD inline RegionTake take_from_region(std::uint64_t* word, const SlotClass& slot_class, int wanted) {
   const std::uint64_t total = region_shape(slot_class).slots;
-  // A region asked for more than it holds has been crossed, and its next install is under way:
-  // skip the atomic, which all the warps of a busy kernel would otherwise queue on. (Asked for
-  // exactly all it holds, the next taker still crosses.)
-  const std::uint64_t seen = atomic_load(word);
-  const auto seen_tag = static_cast<std::uint32_t>(seen >> 32);
-  if (seen_tag != 0 && seen_tag != kCooldownTag && (seen & 0xffffffffu) > total) return {{0, 0, 0}, false};
   const std::uint64_t before = atomic_fetch_add(word, static_cast<std::uint64_t>(wanted));
   const auto tag = static_cast<std::uint32_t>(before >> 32);
   const std::uint64_t asked = before & 0xffffffffu;
@@ -134,38 +129,51 @@ SOAHEAP_HD inline RegionTake take_from_region(std::uint64_t* word, const SlotCla
   return take;
 }
 
-// ---- installing a region: run by the one taker that reached the threshold, in three steps so
-// that the lanes of a warp can share the second ------------------------------------------------
-/// Step 1: claims a run of free blocks for a new region, counted in transit until publish_region
-/// (an empty-looking heap is not out of memory while a region is being started). Without such a
-/// run the word cools down, and the result is kNotFound.
+// ---- installing a region: run by the one taker that reached the threshold, alone or with the
+// lanes of its warp, each step of which is split into parts that run side by side ---------------
+/// A run of free blocks for a region of @p slot_class, looked for from a place that depends on
+/// @p attempt; kNotFound when the words looked at hold none.
 template <class Heap>
-SOAHEAP_HD std::uint64_t claim_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
-                                      std::uint32_t seed) {
-  const RegionShape shape = region_shape(slot_class);
-  atomic_fetch_add(&heap.state->blocks_in_transit, 1);
-  std::uint64_t first = BitmapView::kNotFound;
-  for (int attempt = 0; attempt < kRegionClaimAttempts && first == BitmapView::kNotFound; ++attempt) {
-    // A run found can lose a block to a thread that takes free blocks one by one: look again.
-    const std::uint32_t attempt_seed = seed + static_cast<std::uint32_t>(attempt) * 0x9e3779b9u;
-    const std::uint64_t start = heap.state->lowest_first != 0 ? 0 : mix_seed(attempt_seed) % heap.block_words();
-    first = find_run(heap, shape.blocks, start, kRegionSearchWords);
-    if (first != BitmapView::kNotFound && !claim_run(heap, first, shape.blocks)) first = BitmapView::kNotFound;
-  }
-  if (first == BitmapView::kNotFound) {
-    atomic_fetch_add(&heap.state->blocks_in_transit, ~std::uint64_t{0});
-    atomic_exchange(word, std::uint64_t{kCooldownTag} << 32);
-  }
-  return first;
+SOAHEAP_HD std::uint64_t find_region(const Heap& heap, const SlotClass& slot_class, std::uint32_t seed, int attempt) {
+  const std::uint32_t attempt_seed = seed + static_cast<std::uint32_t>(attempt) * 0x9e3779b9u;
+  const std::uint64_t start = heap.state->lowest_first != 0 ? 0 : mix_seed(attempt_seed) % heap.block_words();
+  return find_run(heap, region_shape(slot_class).blocks, start, kRegionSearchWords);
 }
 
-/// Step 2: starts the spans of the claimed region at block @p first whose index is @p part modulo
-/// @p parts as blocks of the class with every slot reserved. As start_block does for one block, a
-/// thread that still holds one of these blocks from an earlier life sees the new class before the
+/// Part @p part of @p parts of claiming the region at @p first: the free bits of the run's level-0
+/// words part, part + parts, ...; false when one of them was taken already (what this part
+/// took is then given back, and the caller gives back the other parts' too).
+template <class Heap>
+SOAHEAP_HD bool claim_region_part(const Heap& heap, const SlotClass& slot_class, std::uint64_t first, unsigned part,
+                                  unsigned parts, bool give_back = false) {
+  const std::uint64_t blocks = region_shape(slot_class).blocks;
+  const BitmapView free_bits = heap.free_blocks();
+  bool claimed = true;
+  for (std::uint64_t w = first / 64 + part; w <= (first + blocks - 1) / 64; w += parts) {
+    const std::uint64_t mask = run_mask(w, first, blocks);
+    if (give_back) {
+      free_bits.set_in_word(w, mask);
+      continue;
+    }
+    const std::uint64_t taken = free_bits.clear_in_word(w, mask) & mask;
+    if (taken != mask) {
+      if (taken != 0) free_bits.set_in_word(w, taken);
+      // Words of this part claimed before stay claimed: the caller gives every word back.
+      for (std::uint64_t back = first / 64 + part; back < w; back += parts) free_bits.set_in_word(back, run_mask(back, first, blocks));
+      claimed = false;
+      break;
+    }
+  }
+  return claimed;
+}
+
+/// Part @p part of @p parts of starting the claimed region at @p first: its spans part, part +
+/// parts, ... become blocks of the class with every slot reserved. As start_block does for one
+/// block, a thread that still holds one of them from an earlier life sees the new class before the
 /// block's allocation word (and then no free slot in it).
 template <class Heap>
-SOAHEAP_HD void start_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t first, unsigned part,
-                             unsigned parts) {
+SOAHEAP_HD void start_region_part(const Heap& heap, const SlotClass& slot_class, std::uint64_t first, unsigned part,
+                                  unsigned parts) {
   const RegionShape shape = region_shape(slot_class);
   const auto span = static_cast<std::uint64_t>(slot_class.span);
   for (std::uint64_t index = part; index < shape.spans; index += parts) {
@@ -180,38 +188,91 @@ SOAHEAP_HD void start_region(const Heap& heap, const SlotClass& slot_class, std:
   release_fence();
   for (std::uint64_t index = part; index < shape.spans; index += parts)
     atomic_store_relaxed(&heap.headers[first + index * span].allocation, slot_class.full_mask());
-  release_fence();
+  release_fence();  // the allocation words before the blocks are marked allocated
 }
 
-/// Step 3, once every part is started: marks the region's blocks allocated to the class, ends the
-/// transit, and publishes the region with @p wanted of its slots taken, which it returns.
+/// Part @p part of @p parts of marking the started region's blocks allocated to the class.
+SOAHEAP_HD inline void mark_region_part(const SlotClass& slot_class, std::uint64_t first, unsigned part, unsigned parts) {
+  const RegionShape shape = region_shape(slot_class);
+  const auto span = static_cast<std::uint64_t>(slot_class.span);
+  if (span == 1) {
+    for (std::uint64_t w = first / 64 + part; w <= (first + shape.blocks - 1) / 64; w += parts)
+      slot_class.allocated.set_in_word(w, run_mask(w, first, shape.blocks));
+  } else {
+    for (std::uint64_t index = part; index < shape.spans; index += parts) slot_class.allocated.set(first + index * span);
+  }
+}
+
+/// The last step, once every part is done: ends the transit that the installer began (an
+/// empty-looking heap is not out of memory while a region is being started) and publishes the
+/// region at @p first with @p wanted of its slots taken, which it returns; with no region
+/// (@p first kNotFound) the word cools down.
 template <class Heap>
 SOAHEAP_HD RegionSlots publish_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
                                       std::uint64_t first, int wanted) {
-  const RegionShape shape = region_shape(slot_class);
-  const auto span = static_cast<std::uint64_t>(slot_class.span);
-  release_fence();  // every part's stores before the region can be seen
-  if (span == 1) {
-    set_run_bits(slot_class.allocated, first, shape.blocks);
-  } else {
-    for (std::uint64_t head = first; head < first + shape.blocks; head += span) slot_class.allocated.set(head);
-  }
   atomic_fetch_add(&heap.state->blocks_in_transit, ~std::uint64_t{0});
+  if (first == BitmapView::kNotFound) {
+    atomic_exchange(word, std::uint64_t{kCooldownTag} << 32);
+    return {0, 0, 0};
+  }
+  const RegionShape shape = region_shape(slot_class);
+  release_fence();  // every part's stores before the region can be seen
   heap.count_block_taken(shape.blocks);
   const std::uint64_t taken = static_cast<std::uint64_t>(wanted) < shape.slots ? static_cast<std::uint64_t>(wanted) : shape.slots;
   atomic_exchange(word, ((first + 1) << 32) | taken);
   return {first, 0, static_cast<int>(taken)};
 }
 
-/// The three steps by one thread.
+/// An install by one thread.
 template <class Heap>
 SOAHEAP_HD RegionSlots install_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word, int wanted,
                                       std::uint32_t seed) {
-  const std::uint64_t first = claim_region(heap, slot_class, word, seed);
-  if (first == BitmapView::kNotFound) return {0, 0, 0};
-  start_region(heap, slot_class, first, 0, 1);
+  atomic_fetch_add(&heap.state->blocks_in_transit, 1);
+  std::uint64_t first = BitmapView::kNotFound;
+  for (int attempt = 0; attempt < kRegionClaimAttempts && first == BitmapView::kNotFound; ++attempt) {
+    // A run found can lose a block to a thread that takes free blocks one by one: look again.
+    first = find_region(heap, slot_class, seed, attempt);
+    if (first != BitmapView::kNotFound && !claim_region_part(heap, slot_class, first, 0, 1)) first = BitmapView::kNotFound;
+  }
+  if (first != BitmapView::kNotFound) {
+    start_region_part(heap, slot_class, first, 0, 1);
+    mark_region_part(slot_class, first, 0, 1);
+  }
   return publish_region(heap, slot_class, word, first, wanted);
 }
+
+#if SOAHEAP_DEVICE_CODE
+/// An install by the whole warp, converged at the call, lane 0 the installer: the lanes claim the
+/// run's words, start its spans and mark its blocks side by side, so that the bitmaps' hierarchy
+/// is climbed for the run's words at once rather than one after the other. Lane 0 gets the slots.
+template <class Heap>
+__device__ RegionSlots install_region_in_warp(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
+                                              int wanted, std::uint32_t seed) {
+  const auto lane = static_cast<unsigned>(lane_id());
+  if (lane == 0) atomic_fetch_add(&heap.state->blocks_in_transit, 1);
+  std::uint64_t first = BitmapView::kNotFound;
+  for (int attempt = 0; attempt < kRegionClaimAttempts && first == BitmapView::kNotFound; ++attempt) {
+    std::uint64_t found = lane == 0 ? find_region(heap, slot_class, seed, attempt) : 0;
+    found = __shfl_sync(kFullWarp, found, 0);
+    if (found == BitmapView::kNotFound) continue;
+    const bool claimed = claim_region_part(heap, slot_class, found, lane, 32);
+    if (__all_sync(kFullWarp, claimed)) {
+      first = found;
+    } else if (claimed) {
+      claim_region_part(heap, slot_class, found, lane, 32, true);  // give this lane's words back
+    }
+  }
+  if (first != BitmapView::kNotFound) {
+    start_region_part(heap, slot_class, first, lane, 32);
+    __syncwarp();
+    mark_region_part(slot_class, first, lane, 32);
+    __syncwarp();
+  }
+  RegionSlots slots{0, 0, 0};
+  if (lane == 0) slots = publish_region(heap, slot_class, word, first, wanted);
+  return slots;
+}
+#endif
 
 /// One slot from @p slot_class's region word @p word for a thread on its own (a host thread, a
 /// lane of a diverged warp); slots == 0: none, the caller reserves through the core.
@@ -223,6 +284,17 @@ SOAHEAP_HD Reservation take_one_from_region(const Heap& heap, const SlotClass& s
   RegionSlots slots = take.installs ? install_region(heap, slot_class, word, 1, seed) : take.slots;
   if (slots.count == 0) return {0, 0, HeapErrorKind::none};
   return slots.take_block(slot_class);
+}
+
+/// A thread that the core refused looks at its class's region word @p word (nullptr: none) once
+/// more: a region installed meanwhile has slots that the core cannot see (its blocks look full).
+/// Returns @p refused when it has none.
+template <class Heap>
+SOAHEAP_HD Reservation look_again_at_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
+                                            std::uint32_t seed, const Reservation& refused) {
+  if (word == nullptr) return refused;
+  const Reservation again = take_one_from_region(heap, slot_class, word, seed);
+  return again.slots != 0 ? again : refused;
 }
 
 }  // namespace soaheap::detail

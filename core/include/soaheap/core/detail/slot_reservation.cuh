@@ -395,22 +395,16 @@ __device__ LaneSlot reserve_for_whole_warp(const Heap& heap, const SlotClass& sl
   const int index = popcount(wanting & lanes_below());  // among the lanes that want one
   // Lane 0's slots from the class's current region (current_region.cuh): what the region had left,
   // then what a region it installs gives; handed over block by block before the core is asked.
-  // The lanes start the spans of a region that lane 0 installs side by side.
   RegionSlots from_region{0, 0, 0};
   RegionSlots installed{0, 0, 0};
   if (region != nullptr) {
-    std::uint64_t claimed = BitmapView::kNotFound;
+    bool installs = false;
     if (lane == 0) {
       const RegionTake take = take_from_region(region, slot_class, count);
       from_region = take.slots;
-      if (take.installs) claimed = claim_region(heap, slot_class, region, seed);
+      installs = take.installs;
     }
-    claimed = __shfl_sync(kFullWarp, claimed, 0);
-    if (claimed != BitmapView::kNotFound) {
-      start_region(heap, slot_class, claimed, static_cast<unsigned>(lane), 32);
-      __syncwarp();
-      if (lane == 0) installed = publish_region(heap, slot_class, region, claimed, count - from_region.count);
-    }
+    if (__shfl_sync(kFullWarp, installs, 0)) installed = install_region_in_warp(heap, slot_class, region, count - from_region.count, seed);
   }
   // A class of one slot per block leaves what the region did not give to the lanes themselves
   // (kMinCapacityForWarpHandover).
@@ -456,11 +450,7 @@ __device__ LaneSlot reserve_for_lane(const Heap& heap, const SlotClass& slot_cla
   Reservation reservation{0, 0, HeapErrorKind::none};
   if (region != nullptr) reservation = take_one_from_region(heap, slot_class, region, seed + static_cast<std::uint32_t>(rank));
   if (reservation.slots == 0) reservation = reserve(heap, slot_class, 1, seed, rank);
-  if (reservation.slots == 0 && region != nullptr) {
-    // A region installed meanwhile may hold slots the core cannot see: one last look.
-    const Reservation last = take_one_from_region(heap, slot_class, region, seed + 1);
-    if (last.slots != 0) reservation = last;
-  }
+  if (reservation.slots == 0) reservation = look_again_at_region(heap, slot_class, region, seed + 1, reservation);
   if (reservation.slots == 0) return {0, -1, reservation.failure};
   return {reservation.block, lowest_set_bit(reservation.slots), HeapErrorKind::none};
 }
@@ -477,11 +467,10 @@ __device__ LaneSlot reserve_in_warp(const Heap& heap, const SlotClass& slot_clas
     const LaneSlot mine =
         reserve_for_whole_warp(heap, slot_class, wanting, warp_seed((static_cast<std::uint64_t>(clock64()) << 20) ^ salt), region);
     if (!wanted || mine.slot >= 0) return mine;
-    // Left over by the region of a one-slot class: on their own. Refused by the core: one last look
-    // at the region, which a region installed meanwhile may have room in.
+    // Left over by the region of a one-slot class: on their own.
     if (mine.failure == HeapErrorKind::none) return reserve_for_lane(heap, slot_class, __activemask(), salt);
-    if (region == nullptr) return mine;
-    const Reservation last = take_one_from_region(heap, slot_class, region, static_cast<std::uint32_t>(salt) + lane_id());
+    const Reservation last = look_again_at_region(heap, slot_class, region, static_cast<std::uint32_t>(salt) + lane_id(),
+                                                  {0, 0, mine.failure});
     return last.slots != 0 ? LaneSlot{last.block, lowest_set_bit(last.slots), HeapErrorKind::none} : mine;
   }
   if (!wanted) return {0, -1, HeapErrorKind::none};

@@ -119,8 +119,7 @@ struct Untyped {
     Reservation reservation{0, 0, HeapErrorKind::none};
     if (current != nullptr) reservation = take_one_from_region(view, slot_class, current, seed);
     if (reservation.slots == 0) reservation = reserve(view, slot_class, 1, seed);
-    // A region installed meanwhile may hold slots the core cannot see: one last look.
-    if (reservation.slots == 0 && current != nullptr) reservation = take_one_from_region(view, slot_class, current, seed + 1);
+    if (reservation.slots == 0) reservation = look_again_at_region(view, slot_class, current, seed + 1, reservation);
     if (reservation.slots == 0) {
       // Starvation too: the payload must carry the size, and the message covers contention.
       record(view, HeapErrorKind::untyped_out_of_memory, bytes);
