@@ -225,7 +225,7 @@ SOAHEAP_HD RegionSlots publish_region(const Heap& heap, const SlotClass& slot_cl
 
 /// An install by one thread.
 template <class Heap>
-SOAHEAP_HD RegionSlots install_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word, int wanted,
+SOAHEAP_HD SOAHEAP_RARE RegionSlots install_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word, int wanted,
                                       std::uint32_t seed) {
   atomic_fetch_add(&heap.state->blocks_in_transit, 1);
   std::uint64_t first = BitmapView::kNotFound;
@@ -246,7 +246,7 @@ SOAHEAP_HD RegionSlots install_region(const Heap& heap, const SlotClass& slot_cl
 /// run's words, start its spans and mark its blocks side by side, so that the bitmaps' hierarchy
 /// is climbed for the run's words at once rather than one after the other. Lane 0 gets the slots.
 template <class Heap>
-__device__ RegionSlots install_region_in_warp(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
+__device__ SOAHEAP_RARE RegionSlots install_region_in_warp(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
                                               int wanted, std::uint32_t seed) {
   const auto lane = static_cast<unsigned>(lane_id());
   if (lane == 0) atomic_fetch_add(&heap.state->blocks_in_transit, 1);

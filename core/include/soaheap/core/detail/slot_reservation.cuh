@@ -7,7 +7,8 @@
 ///        active and defrag-candidate bitmaps in step, confirms out of memory, and hands a whole
 ///        warp's reservations over (DynaSOAr's Alg. 1, 2, 6-9, redone so that no thread ever
 ///        waits for another). Typed objects (heap_internals.cuh) and untyped memory
-///        (untyped_memory.cuh) differ only in the SlotClass they pass.
+///        (untyped_memory.cuh) differ only in the SlotClass they pass, and in the current region
+///        (current_region.cuh) that untyped size classes hand out before the core is asked.
 ///
 /// Functions take the heap's internals as `Heap`: its `headers`, `free_blocks()`, `bitmap_shape`,
 /// `state`, `count_block_taken(blocks)`, `count_block_freed(blocks)` and `release_slots(block,
@@ -406,8 +407,7 @@ __device__ LaneSlot reserve_for_whole_warp(const Heap& heap, const SlotClass& sl
     }
     if (__shfl_sync(kFullWarp, installs, 0)) installed = install_region_in_warp(heap, slot_class, region, count - from_region.count, seed);
   }
-  // A class of one slot per block leaves what the region did not give to the lanes themselves
-  // (kMinCapacityForWarpHandover).
+  // A class of one slot per block leaves the rest to the lanes (kMinCapacityForWarpHandover).
   const bool core_serves_warp = slot_class.capacity >= kMinCapacityForWarpHandover;
   int served = 0;
   while (served < count) {
