@@ -15,14 +15,6 @@
 #define SOAHEAP_HAS_CUDA 0
 #endif
 
-// A rare path kept out of line in device code, so that the registers it needs do not count
-// against the common path it branches off (the kernel's occupancy follows the larger of the two).
-#if defined(__CUDACC__)
-#define SOAHEAP_RARE __noinline__
-#else
-#define SOAHEAP_RARE
-#endif
-
 // Some lambdas/functors are host+device; when compiled by plain g++ the qualifiers vanish.
 #if defined(__CUDA_ARCH__)
 #define SOAHEAP_DEVICE_CODE 1

@@ -11,9 +11,10 @@
 /// no run of free blocks, otherwise the region's first block + 1) and the slots asked of it (low
 /// 32 bits). A taker adds what it wants and gets the slots in [what it read back, the region's
 /// slots). The one taker whose addition reaches the state's threshold (0 without a region, the
-/// region's slots, kCooldownSlots while cooling down) installs the next region: one installer per
-/// state, so there is no lock and no one waits for it, since takers that find nothing meanwhile
-/// reserve through the core. Only the threads in flight add to a state whose threshold was
+/// region's slots, kCooldownSlots while cooling down) installs the next region (a lane on its own
+/// on the device clears the word instead, and the next taker installs): one successor per state,
+/// so there is no lock and no one waits for it, since takers that find nothing meanwhile reserve
+/// through the core. Only the threads in flight add to a state whose threshold was
 /// crossed, a warp's worth each, until its installer replaces it, so the count never reaches the
 /// tag (it would take 2^27 warps' requests during one install).
 ///
@@ -225,7 +226,7 @@ SOAHEAP_HD RegionSlots publish_region(const Heap& heap, const SlotClass& slot_cl
 
 /// An install by one thread.
 template <class Heap>
-SOAHEAP_HD SOAHEAP_RARE RegionSlots install_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word, int wanted,
+SOAHEAP_HD RegionSlots install_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word, int wanted,
                                       std::uint32_t seed) {
   atomic_fetch_add(&heap.state->blocks_in_transit, 1);
   std::uint64_t first = BitmapView::kNotFound;
@@ -246,7 +247,7 @@ SOAHEAP_HD SOAHEAP_RARE RegionSlots install_region(const Heap& heap, const SlotC
 /// run's words, start its spans and mark its blocks side by side, so that the bitmaps' hierarchy
 /// is climbed for the run's words at once rather than one after the other. Lane 0 gets the slots.
 template <class Heap>
-__device__ SOAHEAP_RARE RegionSlots install_region_in_warp(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
+__device__ RegionSlots install_region_in_warp(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
                                               int wanted, std::uint32_t seed) {
   const auto lane = static_cast<unsigned>(lane_id());
   if (lane == 0) atomic_fetch_add(&heap.state->blocks_in_transit, 1);
@@ -275,13 +276,26 @@ __device__ SOAHEAP_RARE RegionSlots install_region_in_warp(const Heap& heap, con
 #endif
 
 /// One slot from @p slot_class's region word @p word for a thread on its own (a host thread, a
-/// lane of a diverged warp); slots == 0: none, the caller reserves through the core.
+/// lane of a diverged warp); slots == 0: none, the caller reserves through the core. On the host
+/// the thread installs the next region when its request crosses the threshold. On the device a
+/// lane never installs: the install is the whole warp's (install_region_in_warp), and a second
+/// install path would make the allocation path too large for the compiler to inline whole, which
+/// costs every allocating kernel registers (decision 008). The lane that crosses the threshold
+/// clears the word instead (its request got the region's last slot or none), so the next taker
+/// — a whole warp, or a host thread — installs; the takers between got nothing either way.
 template <class Heap>
 SOAHEAP_HD Reservation take_one_from_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
                                             std::uint32_t seed) {
   const RegionTake take = take_from_region(word, slot_class, 1);
+  RegionSlots slots = take.slots;
+#if SOAHEAP_DEVICE_CODE
+  (void)heap;
+  (void)seed;
+  if (take.installs) atomic_exchange(word, std::uint64_t{0});
+#else
   // One slot asked: whoever installs got nothing from the state it crossed.
-  RegionSlots slots = take.installs ? install_region(heap, slot_class, word, 1, seed) : take.slots;
+  if (take.installs) slots = install_region(heap, slot_class, word, 1, seed);
+#endif
   if (slots.count == 0) return {0, 0, HeapErrorKind::none};
   return slots.take_block(slot_class);
 }
