@@ -7,6 +7,7 @@
 #include <soaheap/core/backend.cuh>
 #include <soaheap/core/errors.hpp>
 #include <soaheap/core/thread_pool.hpp>
+#include <soaheap/core/detail/kernel_preload.cuh>
 #include <soaheap/core/detail/launch_kernels.cuh>
 #include <soaheap/core/detail/row_kernel_choice.cuh>
 #include <soaheap/core/detail/tuning.cuh>
@@ -76,7 +77,7 @@ struct Executor {
 #if SOAHEAP_HAS_CUDA
       const std::uint64_t blocks = (count + kThreadsPerCudaBlock - 1) / kThreadsPerCudaBlock;
       const unsigned grid = static_cast<unsigned>(blocks < kMaxGridBlocks ? blocks : kMaxGridBlocks);
-      for_each_thread_kernel<<<grid, kThreadsPerCudaBlock, 0, stream>>>(body, count);
+      preloaded<for_each_thread_kernel<Body>>()<<<grid, kThreadsPerCudaBlock, 0, stream>>>(body, count);
       SOAHEAP_CUDA_CHECK(cudaGetLastError());
 #else
       throw usage_error("the cuda backend is not compiled into this translation unit (compile it with nvcc)");
@@ -115,16 +116,16 @@ struct Executor {
         return static_cast<std::uint64_t>(blocks < 1 ? 1 : blocks);
       };
       // Computed once per kernel; the program's device is assumed not to change.
-      constexpr auto thread_kernel = counted_thread_kernel<Body>();
+      constexpr auto thread_kernel = preloaded<counted_thread_kernel<Body>()>();
       static const std::uint64_t resident_blocks = blocks_per_multiprocessor(thread_kernel) * multiprocessor_count();
       const std::uint64_t expected = expected_items(hint, max_count);
       if constexpr (kRows > 1) {
         constexpr std::uint64_t full = kFullBlocksPerMultiprocessor;
-        static const bool light = blocks_per_multiprocessor(for_each_counted_row_kernel<kRows, Body>) >= full;
+        static const bool light = blocks_per_multiprocessor(preloaded<for_each_counted_row_kernel<kRows, Body>>()) >= full;
         const std::uint64_t waves = resident_blocks * kThreadsPerCudaBlock;
         if (light && hint.host != nullptr && expected >= 2 * kRows * waves) {
           static const bool pipelined_light =
-              blocks_per_multiprocessor(for_each_pipelined_row_kernel<Body>) >= full;
+              blocks_per_multiprocessor(preloaded<for_each_pipelined_row_kernel<Body>>()) >= full;
           const std::uint64_t items = std::min(expected, max_count);
           if (pipelined_light && expected >= 2 * kPipelinedRows * waves) {
             static RowKernelChoice choice;
@@ -173,7 +174,7 @@ struct Executor {
 #if SOAHEAP_HAS_CUDA
       static const std::uint64_t resident_blocks = [] {
         int blocks = 0;
-        SOAHEAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, for_each_summed_thread_kernel<Body>,
+        SOAHEAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, preloaded<for_each_summed_thread_kernel<Body>>(),
                                                                          kThreadsPerCudaBlock, 0));
         return static_cast<std::uint64_t>(blocks < 1 ? 1 : blocks) * multiprocessor_count();
       }();
@@ -219,7 +220,7 @@ struct Executor {
       SOAHEAP_CUDA_CHECK(cudaGetDevice(&device));
       SOAHEAP_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
       if (cooperative == 0) return std::uint64_t{0};
-      SOAHEAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, pair_kernel<First, Body>, kThreadsPerCudaBlock, 0));
+      SOAHEAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, preloaded<pair_kernel<First, Body>>(), kThreadsPerCudaBlock, 0));
       return static_cast<std::uint64_t>(blocks) * static_cast<std::uint64_t>(cuda_multiprocessors());
     }();
     if (expected > resident_blocks * kThreadsPerCudaBlock) return false;  // also when resident_blocks is 0

@@ -29,6 +29,8 @@ Heap<Classes...>::Heap(const HeapOptions& options) : options_(detail::sized_opti
   } else if (!cuda_available()) {
     throw usage_error("soaheap: the cuda backend needs a CUDA GPU, and none is available" +
                       std::string(SOAHEAP_HAS_CUDA ? "" : " (this translation unit was compiled without nvcc)"));
+  } else {
+    detail::load_preloaded_kernels();  // before any kernel of the heap runs (detail/kernel_preload.cuh)
   }
   make_storage(initial_blocks);
   runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState), managed());
