@@ -11,6 +11,7 @@
 #include <soaheap/core/bitmap.cuh>
 #include <soaheap/core/detail/runtime_state.cuh>
 #include <soaheap/core/detail/slot_reservation.cuh>
+#include <soaheap/core/detail/warp_reservation.cuh>
 #include <soaheap/core/heap_layout.cuh>
 #include <soaheap/core/thread_pool.hpp>
 #include <soaheap/core/untyped_layout.cuh>

@@ -278,7 +278,7 @@ struct Untyped {
       // Only a whole warp of one size class takes a region's slots: lanes of a warp that asks for
       // several (mixed sizes) would each add to the word and install alone; on an H200 they
       // filled a heap of 16 KiB blocks with mixed requests to 91 % instead of 96 % (decision 028).
-      const LaneSlot slot = one_label ? reserve_in_warp(view, slot_class, true, static_cast<std::uint64_t>(route_class), current)
+      const LaneSlot slot = one_label ? reserve_in_warp<true>(view, slot_class, true, static_cast<std::uint64_t>(route_class), current)
                                       : reserve_for_lane(view, slot_class, lanes, static_cast<std::uint64_t>(route_class));
       if (slot.slot >= 0) pointer = reinterpret_cast<std::uint64_t>(chunk_address(view, slot.block, route_class, slot.slot));
       else record(view, HeapErrorKind::untyped_out_of_memory, bytes);
