@@ -30,18 +30,21 @@ SOAHEAP_HD inline bool read_only_bit(const std::uint64_t* words, std::uint64_t p
   return read_only_bit_of_word(words + position / 64, position % 64);
 }
 
+/// Gives @p block the header of a block that was never used: allocation bitmap invalidated, no class.
+template <class View>
+SOAHEAP_HD void reset_header(const View& view, std::uint64_t block) {
+  view.headers[block].allocation = kInvalidatedBitmap;
+  view.headers[block].iteration = 0;
+  view.headers[block].class_id = kNoClass;
+  view.headers[block].reserved = 0;
+}
+
 /// Marks every block free (allocation bitmap invalidated, no class).
 template <class View>
 struct InitializeHeadersKernel {
   View view;
   std::uint64_t first = 0;  ///< the first block to initialize (a growing heap's new ones)
-  SOAHEAP_HD void operator()(std::uint64_t index) const {
-    const std::uint64_t block = first + index;
-    view.headers[block].allocation = kInvalidatedBitmap;
-    view.headers[block].iteration = 0;
-    view.headers[block].class_id = kNoClass;
-    view.headers[block].reserved = 0;
-  }
+  SOAHEAP_HD void operator()(std::uint64_t index) const { reset_header(view, first + index); }
 };
 
 /// Publishes blocks whose free bits were written by copy (a growing heap's new blocks, see
@@ -57,7 +60,11 @@ struct PublishGrownBlocksKernel {
   }
 };
 
-/// Takes blocks [64·first_word, @p end) out of the free bitmap (trim: their memory goes back).
+/// Takes blocks [64·first_word, @p end) out of the free bitmap (trim: their memory goes back) and
+/// resets their headers. A free block's header may still name the class it last held (a block
+/// emptied by moving its objects out keeps its allocation word), and out of the free bitmap it
+/// looks in use to scans of the headers: heap.stats() counted such blocks' slots as live objects
+/// after a trim (an H200, blocks between the heap's mapped end and the end of its headers).
 template <class View>
 struct UnmapFreeWordsKernel {
   View view;
@@ -67,6 +74,8 @@ struct UnmapFreeWordsKernel {
     const std::uint64_t word = first_word + index;
     const std::uint64_t bits = end >= word * 64 + 64 ? ~std::uint64_t{0} : low_bits(static_cast<int>(end - word * 64));
     view.free_blocks().clear_in_word(word, bits);
+    for (int bit = 0; bit < 64; ++bit)
+      if (((bits >> bit) & 1u) != 0) reset_header(view, word * 64 + static_cast<std::uint64_t>(bit));
   }
 };
 
