@@ -62,4 +62,32 @@ TEST(CurrentRegion, ACoolingDownClassTriesAgainAfterEnoughRequests) {
   EXPECT_FALSE(region::take_from_region(&word, one, 32).installs);
   EXPECT_EQ(region::unhanded_region_slots(one, word), 0u);
 }
+TEST(CurrentRegion, AThreadTheCoreRefusedTakesASlotOfAnotherShardsRegion) {
+  soaheap::HeapOptions options;
+  options.objects = (std::uint64_t{1} << 18) * 64;  // 2^18 blocks of Small
+  options.backend = soaheap::Backend::host;
+  TestHeap heap(options);
+  const auto view = region::internals(heap.view());
+  const int k = Untyped::kClassCount - 1;
+  const region::SlotClass one = view.untyped_class(k);
+  ASSERT_TRUE(region::takes_regions(view, one));
+  std::uint64_t* const words = region::Untyped<std::remove_const_t<decltype(view)>>::region_words(view, k);
+  // Shard 5 gets a region (one slot handed to its installer); the others cooled down (they found
+  // no room for one), as in a heap that the core has no free block left in.
+  const region::RegionSlots installed = region::install_region(view, one, words + 5, 1, 7);
+  for (std::uint64_t shard = 0; shard < region::kRegionShards; ++shard)
+    if (shard != 5) words[shard] = std::uint64_t{region::kCooldownTag} << 32;
+  ASSERT_EQ(installed.count, 1);
+  const std::uint64_t first = installed.region;
+  const region::Reservation again = region::look_again_at_regions(view, one, words, 11, {0, 0, soaheap::HeapErrorKind::none});
+  ASSERT_NE(again.slots, 0u);
+  EXPECT_GE(again.block, first) << "the slot comes from shard 5's region, not from a region installed for it";
+  EXPECT_LT(again.block, first + region::region_shape(one).blocks);
+  EXPECT_EQ(region::unhanded_region_slots(one, words[5]), region::region_shape(one).slots - 2);
+  view.release_slots(first, 1);
+  view.release_slots(again.block, again.slots);
+  heap.release_free_memory();
+  heap.validate();
+  EXPECT_EQ(heap.stats().free_blocks, heap.block_count());
+}
 }  // namespace soaheap_test

@@ -23,8 +23,12 @@
 /// its last handed slot is freed; slots never handed out stay reserved until give_back_region
 /// (between kernels). A region is at most 1 MiB, and a class takes regions only in a heap of
 /// kRegionsPerHeap regions or more, so that what they hold back stays a small share of the heap.
-/// Their blocks look full to the core, so a thread that the core finds no room for looks at its
-/// class's region once more before it reports out of memory (a region installed meanwhile).
+/// Their blocks look full to the core, so a thread that the core finds no room for looks at all
+/// its class's regions once more before it reports out of memory.
+///
+/// A class has kRegionShards region words (runtime_state.cuh), and a thread on the device takes
+/// from its SM's (region_shard): the words' atomics and the installs are spread over the GPU, and
+/// while one region is installed only its shard's warps reserve through the core.
 
 #include <soaheap/base/portability.cuh>
 #include <soaheap/core/bitmap.cuh>
@@ -44,15 +48,15 @@ inline constexpr std::uint64_t kCooldownSlots = std::uint64_t{1} << 16;
 /// Slots a region aims at: a burst of 16,384 one-slot requests of the smallest chunks is served
 /// by one region.
 inline constexpr std::uint64_t kRegionSlots = 16384;
-/// Most blocks of a region, and most bytes (of larger blocks): what one class holds back.
+/// Most blocks of a region, and most bytes (of larger blocks): what one shard of a class holds back.
 inline constexpr std::uint64_t kMaxRegionBlocks = 256;
 inline constexpr std::uint64_t kMaxRegionBytes = std::uint64_t{1} << 20;
 /// Words of the free bitmap an install looks through for a run (a fragmented heap is not scanned whole).
 inline constexpr std::uint64_t kRegionSearchWords = 256;
 /// Runs an install looks for (and tries to claim) before the class cools down.
 inline constexpr int kRegionClaimAttempts = 4;
-/// A class takes regions only in a heap of at least this many times a region's blocks: with every
-/// size class (up to ~80) holding one, the regions hold back at most about a twelfth of the heap.
+/// A class takes regions only in a heap of at least this many times a region's blocks: its
+/// kRegionShards regions hold back at most 0.8 % of the heap.
 inline constexpr std::uint64_t kRegionsPerHeap = 1024;
 
 /// SlotClass::region_blocks for the untyped size classes of blocks of @p block_bytes data bytes.
@@ -80,6 +84,19 @@ template <class Heap>
 SOAHEAP_HD bool takes_regions(const Heap& heap, const SlotClass& slot_class) {
   const RegionShape shape = region_shape(slot_class);
   return shape.spans != 0 && heap.block_count >= kRegionsPerHeap * shape.blocks && heap.block_count < kCooldownTag;
+}
+
+/// The region word of the calling thread's shard among a class's kRegionShards words at @p words:
+/// its SM's on the device, one picked by @p seed on the host (so that host threads use them all).
+SOAHEAP_HD inline std::uint64_t* region_shard(std::uint64_t* words, std::uint32_t seed) {
+#if SOAHEAP_DEVICE_CODE
+  (void)seed;
+  unsigned sm = 0;
+  asm("mov.u32 %0, %%smid;" : "=r"(sm));
+  return words + sm % kRegionShards;
+#else
+  return words + (seed >> 16) % kRegionShards;
+#endif
 }
 
 /// Slots of a region that its word @p word says were never handed out.
@@ -300,15 +317,19 @@ SOAHEAP_HD Reservation take_one_from_region(const Heap& heap, const SlotClass& s
   return slots.take_block(slot_class);
 }
 
-/// A thread that the core refused looks at its class's region word @p word (nullptr: none) once
-/// more: a region installed meanwhile has slots that the core cannot see (its blocks look full).
-/// Returns @p refused when it has none.
+/// A thread that the core refused looks at every region of its class (@p words: the class's
+/// kRegionShards words, nullptr: none) once more: their slots are what the core cannot see (their
+/// blocks look full), and a heap is not out of memory while another SM's region has room.
+/// Returns @p refused when none has a slot.
 template <class Heap>
-SOAHEAP_HD Reservation look_again_at_region(const Heap& heap, const SlotClass& slot_class, std::uint64_t* word,
-                                            std::uint32_t seed, const Reservation& refused) {
-  if (word == nullptr) return refused;
-  const Reservation again = take_one_from_region(heap, slot_class, word, seed);
-  return again.slots != 0 ? again : refused;
+SOAHEAP_HD Reservation look_again_at_regions(const Heap& heap, const SlotClass& slot_class, std::uint64_t* words,
+                                             std::uint32_t seed, const Reservation& refused) {
+  if (words == nullptr) return refused;
+  for (std::uint64_t shard = 0; shard < kRegionShards; ++shard) {
+    const Reservation again = take_one_from_region(heap, slot_class, words + shard, seed);
+    if (again.slots != 0) return again;
+  }
+  return refused;
 }
 
 }  // namespace soaheap::detail

@@ -69,6 +69,10 @@ enum class GrowthRefusal : std::uint64_t { none = 0, max_bytes = 1, device_memor
 /// fail at once instead of each waiting as long (the grower's next answer clears it).
 inline constexpr std::uint64_t kGrowthGaveUp = ~std::uint64_t{0};
 
+/// Current regions of each untyped size class, one per group of SMs (on the device a thread uses
+/// its SM's number modulo this; decision 028).
+inline constexpr std::uint64_t kRegionShards = 8;
+
 /// Device-side state of a heap that changes at runtime (written by the host between kernels).
 struct HeapRuntimeState {
   std::uint64_t error;                     ///< first error recorded since the last host check
@@ -87,8 +91,9 @@ struct HeapRuntimeState {
   /// filled up (kPackedContendedRounds with HeapOptions::pack_allocations, else 0). Set once.
   int contended_rounds;
   UntypedCounters untyped;                 ///< malloc/free counters (untyped_memory.cuh)
-  /// Each untyped size class's current region (detail/current_region.cuh); 0: none yet.
-  std::uint64_t untyped_regions[kMaxUntypedClasses];
+  /// Each untyped size class's current regions, kRegionShards words of each class side by side
+  /// (detail/current_region.cuh); 0: none yet.
+  std::uint64_t untyped_regions[kMaxUntypedClasses * kRegionShards];
   /// A heap that grows: the channel to its grower (nullptr for a fixed heap), the blocks whose free
   /// bits kernels have made visible (their upper bitmap levels set), and the most blocks a kernel may
   /// grow the heap to (the blocks whose headers and bitmap words exist; raised between kernels).

@@ -117,9 +117,9 @@ struct Untyped {
     const SlotClass slot_class = view.untyped_class(size_class);
     std::uint64_t* const current = region(view, slot_class, size_class);
     Reservation reservation{0, 0, HeapErrorKind::none};
-    if (current != nullptr) reservation = take_one_from_region(view, slot_class, current, seed);
+    if (current != nullptr) reservation = take_one_from_region(view, slot_class, region_shard(current, seed), seed);
     if (reservation.slots == 0) reservation = reserve(view, slot_class, 1, seed);
-    if (reservation.slots == 0) reservation = look_again_at_region(view, slot_class, current, seed + 1, reservation);
+    if (reservation.slots == 0) reservation = look_again_at_regions(view, slot_class, current, seed + 1, reservation);
     if (reservation.slots == 0) {
       // Starvation too: the payload must carry the size, and the message covers contention.
       record(view, HeapErrorKind::untyped_out_of_memory, bytes);
@@ -128,16 +128,20 @@ struct Untyped {
     return chunk_address(view, reservation.block, size_class, lowest_set_bit(reservation.slots));
   }
 
-  /// The current-region word of @p size_class (detail/current_region.cuh), or nullptr where the
-  /// heap is too small for the class to take regions.
+  /// The kRegionShards current-region words of @p size_class (detail/current_region.cuh), or
+  /// nullptr where the heap is too small for the class to take regions.
   SOAHEAP_HD static std::uint64_t* region(const View& view, const SlotClass& slot_class, int size_class) {
-    return takes_regions(view, slot_class) ? &view.state->untyped_regions[size_class] : nullptr;
+    return takes_regions(view, slot_class) ? region_words(view, size_class) : nullptr;
+  }
+  SOAHEAP_HD static std::uint64_t* region_words(const View& view, int size_class) {
+    return &view.state->untyped_regions[static_cast<std::uint64_t>(size_class) * kRegionShards];
   }
 
-  /// Gives back the slots of @p size_class's current region that were never handed out (between kernels).
+  /// Gives back the slots of @p size_class's current regions that were never handed out (between kernels).
   SOAHEAP_HD static void give_back_regions(const View& view, int size_class) {
     const SlotClass slot_class = view.untyped_class(size_class);
-    give_back_region(view, slot_class, &view.state->untyped_regions[size_class]);
+    for (std::uint64_t shard = 0; shard < kRegionShards; ++shard)
+      give_back_region(view, slot_class, region_words(view, size_class) + shard);
   }
 
   SOAHEAP_HD static void* chunk_address(const View& view, std::uint64_t block, int size_class, int chunk) {

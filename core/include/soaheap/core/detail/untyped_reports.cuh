@@ -114,8 +114,8 @@ UntypedStats collect_untyped_stats(const Executor& executor, const View& view, c
   UntypedCounters totals{};
   runtime_state.copy_to_host(&totals, offsetof(HeapRuntimeState, untyped), sizeof(totals));
   // Chunks that a current region holds but never handed out are reserved, not used.
-  std::uint64_t regions[kMaxUntypedClasses] = {};
-  runtime_state.copy_to_host(regions, offsetof(HeapRuntimeState, untyped_regions), sizeof(regions));
+  std::vector<std::uint64_t> regions(kMaxUntypedClasses * kRegionShards);
+  runtime_state.copy_to_host(regions.data(), offsetof(HeapRuntimeState, untyped_regions), regions.size() * sizeof(std::uint64_t));
   UntypedStats stats;
   stats.block_bytes = Layout::kBlockBytes;
   for (int k = 0; k < Layout::kClassCount; ++k) {
@@ -124,7 +124,9 @@ UntypedStats collect_untyped_stats(const Executor& executor, const View& view, c
     entry.capacity = Layout::capacity(k);
     entry.span = Layout::span(k);
     entry.blocks = values[3 * k];
-    entry.region_chunks = unhanded_region_slots(view.untyped_class(k), regions[k]);
+    entry.region_chunks = 0;
+    for (std::uint64_t shard = 0; shard < kRegionShards; ++shard)
+      entry.region_chunks += unhanded_region_slots(view.untyped_class(k), regions[k * kRegionShards + shard]);
     entry.used_chunks = values[3 * k + 1] - entry.region_chunks;
     entry.active_blocks = values[3 * k + 2];
     stats.size_classes.push_back(entry);

@@ -58,19 +58,21 @@ __device__ LaneSlot reserve_for_whole_warp(const Heap& heap, const SlotClass& sl
   const int lane = lane_id();
   const bool wants = ((wanting >> lane) & 1u) != 0;
   const int index = popcount(wanting & lanes_below());  // among the lanes that want one
-  // Lane 0's slots from the class's current region (current_region.cuh): what the region had left,
+  // Lane 0's slots from its SM's current region of the class (current_region.cuh; @p region: the
+  // class's region words): what the region had left,
   // then what a region it installs gives; handed over block by block before the core is asked.
   [[maybe_unused]] RegionSlots from_region{0, 0, 0};
   [[maybe_unused]] RegionSlots installed{0, 0, 0};
   if constexpr (kRegions) {
     if (region != nullptr) {
+    std::uint64_t* const word = region_shard(region, seed);
     bool installs = false;
     if (lane == 0) {
-      const RegionTake take = take_from_region(region, slot_class, count);
+      const RegionTake take = take_from_region(word, slot_class, count);
       from_region = take.slots;
       installs = take.installs;
     }
-    if (__shfl_sync(kFullWarp, installs, 0)) installed = install_region_in_warp(heap, slot_class, region, count - from_region.count, seed);
+    if (__shfl_sync(kFullWarp, installs, 0)) installed = install_region_in_warp(heap, slot_class, word, count - from_region.count, seed);
     }
   }
   // A class of one slot per block leaves the rest to the lanes (kMinCapacityForWarpHandover).
@@ -119,11 +121,12 @@ __device__ LaneSlot reserve_for_lane(const Heap& heap, const SlotClass& slot_cla
   const std::uint32_t seed = warp_seed((std::uint64_t{lanes} << 32) ^ salt);
   Reservation reservation{0, 0, HeapErrorKind::none};
   if constexpr (kRegions) {
-    if (region != nullptr) reservation = take_one_from_region(heap, slot_class, region, seed + static_cast<std::uint32_t>(rank));
+    if (region != nullptr)
+      reservation = take_one_from_region(heap, slot_class, region_shard(region, seed), seed + static_cast<std::uint32_t>(rank));
   }
   if (reservation.slots == 0) reservation = reserve(heap, slot_class, 1, seed, rank);
   if constexpr (kRegions) {
-    if (reservation.slots == 0) reservation = look_again_at_region(heap, slot_class, region, seed + 1, reservation);
+    if (reservation.slots == 0) reservation = look_again_at_regions(heap, slot_class, region, seed + 1, reservation);
   }
   if (reservation.slots == 0) return {0, -1, reservation.failure};
   return {reservation.block, lowest_set_bit(reservation.slots), HeapErrorKind::none};
@@ -145,8 +148,8 @@ __device__ LaneSlot reserve_in_warp(const Heap& heap, const SlotClass& slot_clas
       if (!wanted || mine.slot >= 0) return mine;
       // Left over by the region of a one-slot class: on their own.
       if (mine.failure == HeapErrorKind::none) return reserve_for_lane(heap, slot_class, __activemask(), salt);
-      const Reservation last = look_again_at_region(heap, slot_class, region, static_cast<std::uint32_t>(salt) + lane_id(),
-                                                    {0, 0, mine.failure});
+      const Reservation last = look_again_at_regions(heap, slot_class, region, static_cast<std::uint32_t>(salt) + lane_id(),
+                                                     {0, 0, mine.failure});
       return last.slots != 0 ? LaneSlot{last.block, lowest_set_bit(last.slots), HeapErrorKind::none} : mine;
     }
     return mine;
