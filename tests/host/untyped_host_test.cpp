@@ -62,6 +62,7 @@ TEST(CurrentRegion, ACoolingDownClassTriesAgainAfterEnoughRequests) {
   EXPECT_FALSE(region::take_from_region(&word, one, 32).installs);
   EXPECT_EQ(region::unhanded_region_slots(one, word), 0u);
 }
+
 TEST(CurrentRegion, AThreadTheCoreRefusedTakesASlotOfAnotherShardsRegion) {
   soaheap::HeapOptions options;
   options.objects = (std::uint64_t{1} << 18) * 64;  // 2^18 blocks of Small

@@ -65,14 +65,15 @@ __device__ LaneSlot reserve_for_whole_warp(const Heap& heap, const SlotClass& sl
   [[maybe_unused]] RegionSlots installed{0, 0, 0};
   if constexpr (kRegions) {
     if (region != nullptr) {
-    std::uint64_t* const word = region_shard(region, seed);
-    bool installs = false;
-    if (lane == 0) {
-      const RegionTake take = take_from_region(word, slot_class, count);
-      from_region = take.slots;
-      installs = take.installs;
-    }
-    if (__shfl_sync(kFullWarp, installs, 0)) installed = install_region_in_warp(heap, slot_class, word, count - from_region.count, seed);
+      std::uint64_t* const word = region_shard(region, seed);
+      bool installs = false;
+      if (lane == 0) {
+        const RegionTake take = take_from_region(word, slot_class, count);
+        from_region = take.slots;
+        installs = take.installs;
+      }
+      if (__shfl_sync(kFullWarp, installs, 0))
+        installed = install_region_in_warp(heap, slot_class, word, count - from_region.count, seed);
     }
   }
   // A class of one slot per block leaves the rest to the lanes (kMinCapacityForWarpHandover).
