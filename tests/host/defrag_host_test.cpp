@@ -383,6 +383,75 @@ TEST(DefragPolicyOrders, AutoReordersAfterItsWarmupAndKeepsTheGraph) {
   graph.heap.validate(soaheap::Validation::full);
 }
 
+// release_memory on a growable heap whose iterations need more memory than lives between them:
+// each makes a transient graph and destroys it, beside a persistent population with holes for the
+// policy to compact. Giving the transient memory back after every compaction would map it again
+// at the next iteration; the policy waits until the heap stops growing.
+TEST(DefragPolicyRelease, GivesMemoryBackOnlyOnceTheHeapStopsGrowing) {
+  soaheap::HeapOptions options;
+  options.backend = soaheap::Backend::host;
+  options.host_threads = 4;
+  options.objects = 1024;
+  options.max_bytes = std::uint64_t{256} << 20;
+  options.growth_headroom = 64;  // the first transient graph grows the heap twentyfold in one kernel
+  DefragHeap heap(options);
+  constexpr std::uint64_t kPersistent = 1000, kTransient = 20000;
+  constexpr int kIterations = 40;
+  constexpr std::uint64_t kIds = kIterations * kPersistent + kTransient;
+  TestBuffer<Entity*> objects(soaheap::Backend::host, kIds);
+  soaheap::DefragConfig config;
+  config.policy = soaheap::DefragPolicyKind::every;
+  config.every = 1;
+  config.release_memory = true;
+  soaheap::DefragPolicy policy(config);
+  std::vector<GraphSpec> live;
+  int releases = 0;
+  for (int iteration = 0; iteration < kIterations; ++iteration) {
+    SCOPED_TRACE("iteration " + std::to_string(iteration));
+    heap.parallel_do<Entity, &Entity::collect>(objects.data());  // addresses after the last compaction
+    GraphSpec persistent;
+    persistent.first_id = static_cast<std::uint64_t>(iteration) * kPersistent;
+    persistent.atoms = kPersistent / 2;
+    persistent.molecules = kPersistent / 2;
+    persistent.seed = 100 + static_cast<std::uint64_t>(iteration);
+    persistent.delete_percent = 60;
+    build_graph(heap, objects, persistent);
+    live.push_back(persistent);
+    GraphSpec transient;
+    transient.first_id = kIterations * kPersistent;
+    transient.atoms = kTransient;
+    transient.delete_percent = 0;
+    transient.null_percent = 100;
+    build_graph(heap, objects, transient);
+    heap.launch(kTransient, DestroyRange{heap.view(), objects.data(), transient.first_id});
+    const std::uint64_t mapped = heap.mapped_block_count();
+    policy.maybe_defrag(heap, iteration);
+    if (heap.mapped_block_count() < mapped) ++releases;
+    heap.validate(soaheap::Validation::full);
+    if (HasFailure()) return;
+  }
+  expect_graphs(dump_graph(heap, kIds), live);
+  // Without the wait it released after every iteration's compaction (39 of 40), each mapped again.
+  EXPECT_GE(releases, 1);
+  EXPECT_LE(releases, 5);
+  // The population falls and the transient graphs stop: once the heap has not grown for the
+  // wait, the policy gives the memory back even though nothing is left to compact.
+  heap.parallel_do<Entity, &Entity::collect>(objects.data());
+  for (std::size_t graph = 1; graph < live.size(); ++graph)
+    heap.launch(live[graph].size(), DestroyRange{heap.view(), objects.data(), live[graph].first_id});
+  live.resize(1);
+  const std::uint64_t mapped_busy = heap.mapped_block_count();
+  long long iteration = kIterations;
+  for (const long long until = iteration + 2 * soaheap::ReleaseBackoff::kMaxQuiet; iteration < until; ++iteration) {
+    const std::uint64_t mapped = heap.mapped_block_count();
+    policy.maybe_defrag(heap, iteration);
+    heap.validate(soaheap::Validation::full);
+    if (heap.mapped_block_count() < mapped) break;
+  }
+  EXPECT_LT(heap.mapped_block_count(), mapped_busy / 4) << "released at iteration " << iteration;
+  expect_graphs(dump_graph(heap, kIds), live);
+}
+
 // The auto policy's decisions, driven with synthetic iteration times through AutoController (the
 // policy front-end measures these times with the clock and passes them in the same way).
 
@@ -531,6 +600,89 @@ TEST(AutoController, LooksThatFindNothingComeLessAndLessOften) {
   }
   // Intervals 2, 4, ... up to kMaxLookInterval (64).
   EXPECT_EQ(looks, (std::vector<long long>{1, 3, 7, 15, 31, 63, 127, 191, 255}));
+}
+
+TEST(AutoController, GivingMemoryBackIsChargedWithTheRunsItFollowed) {
+  soaheap::AutoController controller(1.0);
+  controller.start();
+  ASSERT_TRUE(controller.begin_call(1, 10.0));
+  ASSERT_TRUE(controller.look_due(1, {"Atom"}, 10.0));
+  controller.looked(0.0);
+  ASSERT_TRUE(controller.compaction_wanted(1, "Atom", 100, 50));
+  controller.compacted(1, "Atom", 2.0, 50, 50, 10.0);
+  controller.released_memory(3.0);
+  controller.end_look(1);
+  controller.end_call(false);
+  EXPECT_DOUBLE_EQ(controller.spent_ms(), 5.0);
+  // The iterations after it are no faster: not paid, and nothing of the 5 ms is saved.
+  ASSERT_FALSE(controller.begin_call(2, 10.0));
+  ASSERT_TRUE(controller.begin_call(3, 10.0));
+  EXPECT_DOUBLE_EQ(controller.saved_ms(), 0.0);
+  EXPECT_FALSE(controller.last_run_paid("Atom"));
+  controller.end_call(false);
+  // Runs (with their release) that made the second iteration after them faster: all 5 ms saved.
+  ASSERT_TRUE(controller.look_due(4, {"Atom"}, 1000.0));
+  controller.looked(0.0);
+  ASSERT_TRUE(controller.compaction_wanted(4, "Atom", 100, 50));
+  controller.compacted(4, "Atom", 2.0, 50, 50, 1000.0);
+  controller.released_memory(3.0);
+  controller.end_look(4);
+  controller.end_call(false);
+  ASSERT_FALSE(controller.begin_call(5, 10.0));
+  ASSERT_TRUE(controller.begin_call(6, 5.0));
+  EXPECT_DOUBLE_EQ(controller.saved_ms(), 5.0);
+}
+
+TEST(ReleaseBackoff, WaitsUntilTheHeapStopsGrowing) {
+  soaheap::ReleaseBackoff backoff;
+  backoff.observe(0, 100);
+  EXPECT_FALSE(backoff.due(0));
+  backoff.observe(1, 100);
+  EXPECT_FALSE(backoff.due(1));
+  backoff.observe(2, 100);
+  EXPECT_TRUE(backoff.due(2)) << "two iterations without growth (kMinQuiet)";
+  backoff.observe(3, 150);
+  EXPECT_FALSE(backoff.due(3)) << "grew at 3";
+  backoff.observe(4, 150);
+  EXPECT_FALSE(backoff.due(4));
+  backoff.observe(5, 140);  // fewer blocks (someone trimmed): not growth
+  EXPECT_TRUE(backoff.due(5));
+}
+
+TEST(ReleaseBackoff, AReleaseMappedAgainSoonDoublesTheWaitAndOneThatHoldsHalvesIt) {
+  soaheap::ReleaseBackoff backoff;
+  long long iteration = 0;
+  // A heap that needs 200 blocks within each iteration but keeps 100 between them: every release
+  // is mapped again at the next call.
+  std::vector<long long> releases;
+  for (; iteration < 200; ++iteration) {
+    backoff.observe(iteration, 200);
+    if (backoff.due(iteration)) {
+      releases.push_back(iteration);
+      backoff.released(iteration, 100);
+      backoff.observe(++iteration, 200);  // the next iteration maps it again
+    }
+  }
+  // Each premature release doubles the wait, counted from the regrowth: 4, 8, 16, 32, 64.
+  EXPECT_EQ(releases, (std::vector<long long>{2, 7, 16, 33, 66, 131}));
+  EXPECT_EQ(backoff.quiet(), 128);
+  // A release the heap lives with: after `quiet` calls without growth the wait halves.
+  for (; !backoff.due(iteration); ++iteration) backoff.observe(iteration, 200);
+  backoff.released(iteration, 100);
+  for (long long until = iteration + 128; iteration <= until; ++iteration) backoff.observe(iteration, 100);
+  EXPECT_EQ(backoff.quiet(), 64);
+  // Never above kMaxQuiet, never below kMinQuiet.
+  for (int round = 0; round < 20; ++round) {
+    backoff.released(iteration, 100);
+    backoff.observe(++iteration, 200);
+  }
+  EXPECT_EQ(backoff.quiet(), soaheap::ReleaseBackoff::kMaxQuiet);
+  for (int round = 0; round < 20; ++round) {
+    backoff.released(iteration, 100);
+    iteration += backoff.quiet();
+    backoff.observe(iteration, 100);
+  }
+  EXPECT_EQ(backoff.quiet(), soaheap::ReleaseBackoff::kMinQuiet);
 }
 
 TEST(DefragPolicyOrders, AutoLearnsTheReorderIntervalThatCostsLeast) {

@@ -38,6 +38,10 @@
 /// what a reorder costs, or when the interval learned from the last reorder that paid has passed
 /// (see policy/auto_controller.hpp).
 ///
+/// Memory (release_memory, on for auto; a growable heap): after its compactions a policy gives the
+/// free memory at the heap's end back, but only once the heap has stopped growing for a few
+/// iterations, a wait that doubles whenever a release is mapped again soon (policy/release_backoff.hpp).
+///
 /// The auto policy's decisions are AutoController's (policy/auto_controller.hpp), a plain class fed
 /// with times: this front-end reads the clock (the iterations between calls, its looks and runs)
 /// and passes the figures in. Orders live in ClassOrders (policy/class_orders.hpp).
@@ -47,6 +51,7 @@
 #include <soaheap/defrag/defragment.cuh>
 #include <soaheap/defrag/policy/auto_controller.hpp>
 #include <soaheap/defrag/policy/class_orders.hpp>
+#include <soaheap/defrag/policy/release_backoff.hpp>
 #include <soaheap/defrag/trim.cuh>
 #include <soaheap/base/log.hpp>
 
@@ -115,9 +120,12 @@ class DefragPolicy {
   std::vector<DefragResult> maybe_defrag(HeapType& heap, long long iteration) {
     std::vector<DefragResult> results;
     if (config_.policy == DefragPolicyKind::manual) return results;
+    if (heap.growable()) release_backoff_.observe(iteration, heap.mapped_block_count());
     if (config_.policy == DefragPolicyKind::automatic) return maybe_defrag_automatically(heap, iteration);
-    if (config_.policy == DefragPolicyKind::every && (iteration <= 0 || iteration % config_.every != 0))
+    if (config_.policy == DefragPolicyKind::every && (iteration <= 0 || iteration % config_.every != 0)) {
+      if (release_pending_) release_memory(heap, iteration);
       return results;
+    }
     validate(config_, detail::class_infos(heap));
     // The candidate bitmaps must reflect each class's configured n before candidates are counted.
     detail::for_each_concrete_class(heap, [&](auto tag) {
@@ -157,8 +165,7 @@ class DefragPolicy {
     if (results.empty())
       log::debug("defrag policy ", to_string(config_.policy), " at iteration ", iteration,
                  ": no class needed defragmentation");
-    else
-      release_memory(heap, iteration);
+    if (!results.empty() || release_pending_) release_memory(heap, iteration);
     return results;
   }
 
@@ -218,16 +225,26 @@ class DefragPolicy {
   bool has_order(const std::string& class_name) const { return orders_.find(class_name, config_) != nullptr; }
 
   /// After the policy's compactions (release_memory on, a growable heap): when a third of the
-  /// mapped blocks or more are free, gathers the objects at the heap's start and gives the memory
-  /// above them back, down to the heap's initial size (soaheap::trim without packing: the policy
-  /// just packed). Less free memory is left mapped: the next growth would map it again.
+  /// mapped blocks or more are free and the heap has not grown for a while (ReleaseBackoff),
+  /// gathers the objects at the heap's start and gives the memory above them back, down to the
+  /// heap's initial size (soaheap::trim without packing: the policy just packed). Less free memory
+  /// is left mapped: the next growth would map it again. A release the backoff holds back stays
+  /// pending and comes at the first call where it is due, compaction or not.
   template <class HeapType>
   void release_memory(HeapType& heap, long long iteration) {
+    release_pending_ = false;
     if (!config_.releases_memory() || !heap.growable()) return;
     if (heap.mapped_block_count() <= heap.initial_mapped_blocks()) return;  // nothing it would release
+    if (!release_backoff_.due(iteration)) {
+      release_pending_ = true;
+      log::debug("defrag policy ", to_string(config_.policy), " at iteration ", iteration,
+                 ": release deferred, the heap grew within the last ", release_backoff_.quiet(), " iterations");
+      return;
+    }
     const HeapStats stats = heap.stats();
     if (stats.free_blocks * 3 < stats.mapped_blocks) return;
     const TrimResult trimmed = trim(heap, false);
+    release_backoff_.released(iteration, heap.mapped_block_count());
     log::info("defrag policy ", to_string(config_.policy), " at iteration ", iteration, ": released ",
               trimmed.released_bytes, " bytes (resident ", trimmed.resident_before, " -> ", trimmed.resident_after, ")");
   }
@@ -294,7 +311,14 @@ class DefragPolicy {
                         milliseconds_since(start_));
       });
       auto_.end_look(iteration);
-      if (!results.empty()) release_memory(heap, iteration);
+    }
+    if (!results.empty() || (release_pending_ && release_backoff_.due(iteration))) {
+      // Giving memory back is charged like the runs (and judged with them when it follows some);
+      // the application's kernels are not.
+      heap.synchronize();
+      const Clock::time_point release_start = Clock::now();
+      release_memory(heap, iteration);
+      auto_.released_memory(milliseconds_since(release_start));
     }
     auto_.end_call(ordered_compaction);
     call_end_ = Clock::now();
@@ -304,6 +328,8 @@ class DefragPolicy {
   DefragConfig config_;
   ClassOrders orders_;
   AutoController auto_;
+  ReleaseBackoff release_backoff_;
+  bool release_pending_ = false;  ///< a release the backoff held back
   Clock::time_point start_{};     ///< the auto policy's first call
   Clock::time_point call_end_{};  ///< end of the previous call: the next iteration starts
 };

@@ -26,7 +26,8 @@
 ///  2. begin_call(iteration, iteration_ms); stop here when it returns false (a verdict is pending);
 ///  3. where some class has an order: reorder_due(...); when true, reorder and call reordered(...);
 ///  4. look_due(...); when true, take the statistics, call looked(look_ms), then for each class
-///     compaction_wanted(...), and compacted(...) after each run; end_look(iteration);
+///     compaction_wanted(...), and compacted(...) after each run; end_look(iteration); after
+///     runs, released_memory(ms) when the policy gave memory back;
 ///  5. end_call(ordered_compaction).
 
 #include <soaheap/base/log.hpp>
@@ -198,6 +199,13 @@ class AutoController {
     log::info("defrag policy auto at iteration ", iteration, ": ", name, " freed ", blocks_freed, " blocks (expected ",
               expected_gain, ") in ", log::fixed(cost_ms), " ms; ", log::fixed(100.0 * spent_ms_ / elapsed_ms, 2),
               " % of the runtime so far spent defragmenting (budget ", log::fixed(100.0 * budget_, 2), " %)");
+  }
+
+  /// @brief Giving memory back after this call's compactions took @p cost_ms (release_memory):
+  /// charged and judged with them.
+  void released_memory(double cost_ms) {
+    spent_ms_ += cost_ms;
+    compactions_ms_ += cost_ms;
   }
 
   /// @brief The look has seen every class: looks that find nothing come less often.
