@@ -119,8 +119,9 @@ class Heap {
   /// creates). False when max_bytes or the GPU's memory does not allow it.
   bool reserve_blocks(std::uint64_t blocks);
   /// @brief Gives back the chunks that malloc's current regions hold unhanded, then unmaps the
-  /// whole chunks of free blocks at the heap's end, down to the initial size; returns the bytes
-  /// released. Nothing moves (soaheap::trim gathers objects first). Synchronizes. 0 for a fixed heap.
+  /// whole chunks of free blocks at the heap's end, down to the initial size, and the block headers
+  /// above growth_headroom times what stays; returns the bytes released. Nothing moves
+  /// (soaheap::trim gathers objects first). Synchronizes. 0 for a fixed heap.
   std::uint64_t release_free_memory();
   /// @brief The longest host answer to a kernel waiting for growth (nanoseconds).
   std::uint64_t longest_growth_nanoseconds() const { return grower_ ? grower_->longest_answer_nanoseconds() : 0; }

@@ -8,7 +8,8 @@
 /// shaped for), block_count_ (blocks whose headers and bitmap words are mapped: what kernels index
 /// and the most a running kernel can grow to) and mapped_blocks_ (blocks with data memory and their
 /// free bits set). block_count_ stays at least twice mapped_blocks_ (keep_growth_headroom), so a
-/// kernel can double the heap; it changes only between kernels.
+/// kernel can double the heap; it changes only between kernels, and a release of free memory
+/// lowers it with the mapped blocks.
 
 namespace soaheap {
 
@@ -285,13 +286,24 @@ std::uint64_t Heap<Classes...>::release_free_memory() {
   if (keep >= mapped || keep < in_use_end) return 0;
   executor_.run((mapped + 63) / 64 - keep / 64, detail::UnmapFreeWordsKernel<Internals>{make_internals(), keep / 64, mapped});
   executor_.synchronize();
-  const std::uint64_t before = data_.resident_bytes();
+  const std::uint64_t before = data_.resident_bytes() + headers_.resident_bytes();
   data_.release_above(keep * Layout::kDataBytes);
+  // Headers only for what a kernel may grow to from here (growth_headroom times what stays
+  // mapped): a trimmed heap keeping those of its peak's headroom held 24 bytes per block of it
+  // (generation's 512-byte blocks: a fifth more than its live data). The blocks above hold no bit
+  // in any bitmap; the bitmaps, a few bytes per 64 blocks, stay mapped.
+  const std::uint64_t capacity = std::min(max_blocks_, detail::round_up(options_.growth_headroom * keep, 64));
+  if (capacity < block_count_) {
+    headers_.release_above(capacity * sizeof(BlockHeader));
+    block_count_ = capacity;
+    growth_limit_ = capacity;
+    runtime_.copy_from_host(offsetof(detail::HeapRuntimeState, block_limit), &capacity, sizeof(capacity));
+  }
   mapped_blocks_ = keep;
   published_host_ = keep;
   runtime_.copy_from_host(offsetof(detail::HeapRuntimeState, published_blocks), &keep, sizeof(keep));
   grower_->reset(keep);
-  return before - data_.resident_bytes();
+  return before - data_.resident_bytes() - headers_.resident_bytes();
 }
 
 }  // namespace soaheap
