@@ -147,11 +147,14 @@ __device__ LaneSlot reserve_in_warp(const Heap& heap, const SlotClass& slot_clas
         heap, slot_class, wanting, warp_seed((static_cast<std::uint64_t>(clock64()) << 20) ^ salt), region);
     if constexpr (kRegions) {
       if (!wanted || mine.slot >= 0) return mine;
-      // Left over by the region of a one-slot class: on their own.
-      if (mine.failure == HeapErrorKind::none) return reserve_for_lane(heap, slot_class, __activemask(), salt);
+      // Left over by the region of a one-slot class: on their own through the core, and where it
+      // refuses them, through every region of the class (the other shards' may have room while
+      // the core has no block left: they hold the blocks).
+      const LaneSlot own = mine.failure == HeapErrorKind::none ? reserve_for_lane(heap, slot_class, __activemask(), salt) : mine;
+      if (own.slot >= 0) return own;
       const Reservation last = look_again_at_regions(heap, slot_class, region, static_cast<std::uint32_t>(salt) + lane_id(),
-                                                     {0, 0, mine.failure});
-      return last.slots != 0 ? LaneSlot{last.block, lowest_set_bit(last.slots), HeapErrorKind::none} : mine;
+                                                     {0, 0, own.failure});
+      return last.slots != 0 ? LaneSlot{last.block, lowest_set_bit(last.slots), HeapErrorKind::none} : own;
     }
     return mine;
   }
