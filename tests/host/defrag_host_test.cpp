@@ -610,7 +610,7 @@ TEST(AutoController, GivingMemoryBackIsChargedWithTheRunsItFollowed) {
   controller.looked(0.0);
   ASSERT_TRUE(controller.compaction_wanted(1, "Atom", 100, 50));
   controller.compacted(1, "Atom", 2.0, 50, 50, 10.0);
-  controller.released_memory(3.0);
+  controller.released_memory(3.0, true);
   controller.end_look(1);
   controller.end_call(false);
   EXPECT_DOUBLE_EQ(controller.spent_ms(), 5.0);
@@ -625,12 +625,25 @@ TEST(AutoController, GivingMemoryBackIsChargedWithTheRunsItFollowed) {
   controller.looked(0.0);
   ASSERT_TRUE(controller.compaction_wanted(4, "Atom", 100, 50));
   controller.compacted(4, "Atom", 2.0, 50, 50, 1000.0);
-  controller.released_memory(3.0);
+  controller.released_memory(3.0, true);
   controller.end_look(4);
   controller.end_call(false);
   ASSERT_FALSE(controller.begin_call(5, 10.0));
   ASSERT_TRUE(controller.begin_call(6, 5.0));
   EXPECT_DOUBLE_EQ(controller.saved_ms(), 5.0);
+}
+
+TEST(AutoController, GivingMemoryBackWaitsForTheBudgetItsLastCostNeeds) {
+  soaheap::AutoController controller(0.02);
+  controller.start();
+  EXPECT_TRUE(controller.release_fits(0.0)) << "the first release counts as free";
+  controller.released_memory(0.5, false);  // a look that released nothing teaches no cost
+  EXPECT_FALSE(controller.release_fits(10.0)) << "0.5 ms spent against 0.2 ms of budget";
+  EXPECT_TRUE(controller.release_fits(25.0));
+  controller.released_memory(10.0, true);
+  EXPECT_FALSE(controller.release_fits(500.0)) << "10.5 ms spent and 10 ms expected against 10 ms";
+  EXPECT_TRUE(controller.release_fits(1025.0));
+  EXPECT_DOUBLE_EQ(controller.spent_ms(), 10.5);
 }
 
 TEST(ReleaseBackoff, WaitsUntilTheHeapStopsGrowing) {

@@ -225,28 +225,32 @@ class DefragPolicy {
   bool has_order(const std::string& class_name) const { return orders_.find(class_name, config_) != nullptr; }
 
   /// After the policy's compactions (release_memory on, a growable heap): when a third of the
-  /// mapped blocks or more are free and the heap has not grown for a while (ReleaseBackoff),
-  /// gathers the objects at the heap's start and gives the memory above them back, down to the
-  /// heap's initial size (soaheap::trim without packing: the policy just packed). Less free memory
-  /// is left mapped: the next growth would map it again. A release the backoff holds back stays
-  /// pending and comes at the first call where it is due, compaction or not.
+  /// mapped blocks or more could go (free, and above the heap's initial size) and the heap has not
+  /// grown for a while (ReleaseBackoff), gathers the objects at the heap's start and gives the
+  /// memory above them back, down to the heap's initial size (soaheap::trim without packing: the
+  /// policy just packed). Less is left mapped: gathering moves every object above a hole, and the
+  /// next growth would map it again. A release the backoff holds back stays pending and comes at
+  /// the first call where it is due, compaction or not. Returns whether it gathered and released.
   template <class HeapType>
-  void release_memory(HeapType& heap, long long iteration) {
+  bool release_memory(HeapType& heap, long long iteration) {
     release_pending_ = false;
-    if (!config_.releases_memory() || !heap.growable()) return;
-    if (heap.mapped_block_count() <= heap.initial_mapped_blocks()) return;  // nothing it would release
+    if (!config_.releases_memory() || !heap.growable()) return false;
+    if (heap.mapped_block_count() <= heap.initial_mapped_blocks()) return false;  // nothing it would release
     if (!release_backoff_.due(iteration)) {
       release_pending_ = true;
       log::debug("defrag policy ", to_string(config_.policy), " at iteration ", iteration,
                  ": release deferred, the heap grew within the last ", release_backoff_.quiet(), " iterations");
-      return;
+      return false;
     }
     const HeapStats stats = heap.stats();
-    if (stats.free_blocks * 3 < stats.mapped_blocks) return;
+    const std::uint64_t in_use = stats.mapped_blocks - std::min(stats.free_blocks, stats.mapped_blocks);
+    const std::uint64_t kept = std::max<std::uint64_t>(in_use, heap.initial_mapped_blocks());
+    if (kept >= stats.mapped_blocks || (stats.mapped_blocks - kept) * 3 < stats.mapped_blocks) return false;
     const TrimResult trimmed = trim(heap, false);
     release_backoff_.released(iteration, heap.mapped_block_count());
     log::info("defrag policy ", to_string(config_.policy), " at iteration ", iteration, ": released ",
               trimmed.released_bytes, " bytes (resident ", trimmed.resident_before, " -> ", trimmed.resident_after, ")");
+    return true;
   }
 
   /// The auto policy: times what AutoController needs (the iteration since the previous call, the
@@ -313,12 +317,17 @@ class DefragPolicy {
       auto_.end_look(iteration);
     }
     if (!results.empty() || (release_pending_ && release_backoff_.due(iteration))) {
-      // Giving memory back is charged like the runs (and judged with them when it follows some);
-      // the application's kernels are not.
-      heap.synchronize();
-      const Clock::time_point release_start = Clock::now();
-      release_memory(heap, iteration);
-      auto_.released_memory(milliseconds_since(release_start));
+      // Giving memory back is unpaid work like a run: it waits for the budget (its last measured
+      // cost), is charged, and is judged with the runs it follows. The application's kernels are
+      // not its time.
+      if (auto_.release_fits(milliseconds_since(start_))) {
+        heap.synchronize();
+        const Clock::time_point release_start = Clock::now();
+        const bool released = release_memory(heap, iteration);
+        auto_.released_memory(milliseconds_since(release_start), released);
+      } else {
+        release_pending_ = config_.releases_memory() && heap.growable();
+      }
     }
     auto_.end_call(ordered_compaction);
     call_end_ = Clock::now();

@@ -26,8 +26,8 @@
 ///  2. begin_call(iteration, iteration_ms); stop here when it returns false (a verdict is pending);
 ///  3. where some class has an order: reorder_due(...); when true, reorder and call reordered(...);
 ///  4. look_due(...); when true, take the statistics, call looked(look_ms), then for each class
-///     compaction_wanted(...), and compacted(...) after each run; end_look(iteration); after
-///     runs, released_memory(ms) when the policy gave memory back;
+///     compaction_wanted(...), and compacted(...) after each run; end_look(iteration); where
+///     the policy would give memory back, release_fits(...) and then released_memory(...);
 ///  5. end_call(ordered_compaction).
 
 #include <soaheap/base/log.hpp>
@@ -201,11 +201,18 @@ class AutoController {
               " % of the runtime so far spent defragmenting (budget ", log::fixed(100.0 * budget_, 2), " %)");
   }
 
-  /// @brief Giving memory back after this call's compactions took @p cost_ms (release_memory):
-  /// charged and judged with them.
-  void released_memory(double cost_ms) {
+  /// @brief Whether giving memory back (release_memory) fits the budget now: its last measured
+  /// cost beside the unpaid work so far (the first release counts as free, as a class's first
+  /// compaction does). @p elapsed_ms is the runtime since start().
+  bool release_fits(double elapsed_ms) const { return spent_ms_ - saved_ms_ + release_cost_ms_ <= budget_ * elapsed_ms; }
+
+  /// @brief A look at giving memory back took @p cost_ms, and @p released: it gathered and
+  /// released (its cost is then what the next release expects). Charged, and judged with the
+  /// call's runs.
+  void released_memory(double cost_ms, bool released) {
     spent_ms_ += cost_ms;
     compactions_ms_ += cost_ms;
+    if (released) release_cost_ms_ = cost_ms;
   }
 
   /// @brief The look has seen every class: looks that find nothing come less often.
@@ -306,6 +313,7 @@ class AutoController {
   long long next_look_ = 0;                  ///< first iteration of the next look
   long long look_interval_ = 1;              ///< grows while looks find nothing worth doing
   std::map<std::string, double> cost_ms_;    ///< last measured cost of compacting each class
+  double release_cost_ms_ = 0;               ///< last measured cost of giving memory back
   // A class whose last compaction paid is compacted again whenever a look finds it worth it,
   // budget or not, as a reorder that paid lets the next one come when due: the budget bounds the
   // runs that do not pay. Each unpaid run clears the mark, so at most one run per paid one comes
