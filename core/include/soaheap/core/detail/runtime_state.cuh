@@ -100,8 +100,9 @@ struct HeapRuntimeState {
   GrowthChannel* growth;
   std::uint64_t published_blocks;
   std::uint64_t block_limit;
-  /// Growable heaps take the lowest free blocks (random only within 4096 blocks), so that live
-  /// blocks gather at the start and trim() finds whole chunks free at the end.
+  /// Growable heaps take their free blocks from the lowest window of kLowestFirstLevel (random
+  /// within it), so that live blocks gather toward the start and trim() finds whole chunks free at
+  /// the end.
   int lowest_first;
   EnumerationClock enumeration_clock;      ///< parallel_do's enumeration time on cuda, when timed
 };
