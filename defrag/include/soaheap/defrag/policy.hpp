@@ -40,7 +40,8 @@
 ///
 /// Memory (release_memory, on for auto; a growable heap): after its compactions a policy gives the
 /// free memory at the heap's end back, but only once the heap has stopped growing for a few
-/// iterations, a wait that doubles whenever a release is mapped again soon (policy/release_backoff.hpp).
+/// iterations, a wait that doubles whenever a release is mapped again soon (policy/release_backoff.hpp);
+/// auto's releases also wait for its budget, and are charged to it.
 ///
 /// The auto policy's decisions are AutoController's (policy/auto_controller.hpp), a plain class fed
 /// with times: this front-end reads the clock (the iterations between calls, its looks and runs)
@@ -316,7 +317,8 @@ class DefragPolicy {
       });
       auto_.end_look(iteration);
     }
-    if (!results.empty() || (release_pending_ && release_backoff_.due(iteration))) {
+    const bool may_release = config_.releases_memory() && heap.growable();
+    if (may_release && (!results.empty() || (release_pending_ && release_backoff_.due(iteration)))) {
       // Giving memory back is unpaid work like a run: it waits for the budget (its last measured
       // cost), is charged, and is judged with the runs it follows. The application's kernels are
       // not its time.
@@ -326,7 +328,7 @@ class DefragPolicy {
         const bool released = release_memory(heap, iteration);
         auto_.released_memory(milliseconds_since(release_start), released);
       } else {
-        release_pending_ = config_.releases_memory() && heap.growable();
+        release_pending_ = true;
       }
     }
     auto_.end_call(ordered_compaction);
