@@ -602,17 +602,23 @@ TEST(AutoController, LooksThatFindNothingComeLessAndLessOften) {
   EXPECT_EQ(looks, (std::vector<long long>{1, 3, 7, 15, 31, 63, 127, 191, 255}));
 }
 
+/// One call of the auto policy at @p iteration (the iteration before it took 10 ms) that compacts
+/// Atom (2 ms) and then gives memory back (3 ms).
+void compact_and_release(soaheap::AutoController& controller, long long iteration, double elapsed_ms) {
+  ASSERT_TRUE(controller.begin_call(iteration, 10.0));
+  ASSERT_TRUE(controller.look_due(iteration, {"Atom"}, elapsed_ms));
+  controller.looked(0.0);
+  ASSERT_TRUE(controller.compaction_wanted(iteration, "Atom", 100, 50));
+  controller.compacted(iteration, "Atom", 2.0, 50, 50, elapsed_ms);
+  controller.released_memory(3.0, true);
+  controller.end_look(iteration);
+  controller.end_call(false);
+}
+
 TEST(AutoController, GivingMemoryBackIsChargedWithTheRunsItFollowed) {
   soaheap::AutoController controller(1.0);
   controller.start();
-  ASSERT_TRUE(controller.begin_call(1, 10.0));
-  ASSERT_TRUE(controller.look_due(1, {"Atom"}, 10.0));
-  controller.looked(0.0);
-  ASSERT_TRUE(controller.compaction_wanted(1, "Atom", 100, 50));
-  controller.compacted(1, "Atom", 2.0, 50, 50, 10.0);
-  controller.released_memory(3.0, true);
-  controller.end_look(1);
-  controller.end_call(false);
+  ASSERT_NO_FATAL_FAILURE(compact_and_release(controller, 1, 10.0));
   EXPECT_DOUBLE_EQ(controller.spent_ms(), 5.0);
   // The iterations after it are no faster: not paid, and nothing of the 5 ms is saved.
   ASSERT_FALSE(controller.begin_call(2, 10.0));
@@ -621,13 +627,7 @@ TEST(AutoController, GivingMemoryBackIsChargedWithTheRunsItFollowed) {
   EXPECT_FALSE(controller.last_run_paid("Atom"));
   controller.end_call(false);
   // Runs (with their release) that made the second iteration after them faster: all 5 ms saved.
-  ASSERT_TRUE(controller.look_due(4, {"Atom"}, 1000.0));
-  controller.looked(0.0);
-  ASSERT_TRUE(controller.compaction_wanted(4, "Atom", 100, 50));
-  controller.compacted(4, "Atom", 2.0, 50, 50, 1000.0);
-  controller.released_memory(3.0, true);
-  controller.end_look(4);
-  controller.end_call(false);
+  ASSERT_NO_FATAL_FAILURE(compact_and_release(controller, 4, 1000.0));
   ASSERT_FALSE(controller.begin_call(5, 10.0));
   ASSERT_TRUE(controller.begin_call(6, 5.0));
   EXPECT_DOUBLE_EQ(controller.saved_ms(), 5.0);
