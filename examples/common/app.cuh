@@ -84,8 +84,13 @@ class AppRun {
     const std::vector<soaheap::DefragResult> results = policy_.maybe_defrag(heap_, done);
     session_.record(done, results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (heap_.growable()) {  // memory over time; a fixed heap holds the same all along
-      peak_resident_ = std::max(peak_resident_, heap_.resident_bytes());
-      device_free_least_ = std::min(device_free_least_, device_free_bytes());
+      // The device's free memory only at a new peak: cudaMemGetInfo is a driver call that each
+      // iteration of a growing run paid and a fixed one did not.
+      const std::uint64_t resident = heap_.resident_bytes();
+      if (resident > peak_resident_) {
+        peak_resident_ = resident;
+        device_free_least_ = std::min(device_free_least_, device_free_bytes());
+      }
     }
   }
 
@@ -151,9 +156,15 @@ class AppRun {
   std::uint64_t device_free_least_ = 0;
 };
 
-/// @brief The heap options of an application (@p fixed: its own sizing), or a growing heap when
-/// the run asks for one (--grow-from-mib, --max-heap-mib).
+/// @brief The heap options of an application (@p fixed: its own sizing), a fixed heap of the size
+/// the run gives (--heap-mib), or a growing heap when the run asks for one (--grow-from-mib,
+/// --max-heap-mib).
 inline soaheap::HeapOptions heap_options_for(soaheap::HeapOptions fixed, const AppOptions& options) {
+  if (options.heap_fixed_bytes != 0) {  // --heap-mib
+    fixed.objects = 0;
+    fixed.bytes = options.heap_fixed_bytes;
+    return fixed;
+  }
   if (options.heap_start_bytes == 0) return fixed;
   fixed.objects = 0;
   fixed.bytes = options.heap_start_bytes;

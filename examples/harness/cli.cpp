@@ -43,6 +43,7 @@ struct Cli::Impl {
   std::string profile_file;
   int profile_interval = 1;
   std::uint64_t grow_from_mib = 0;
+  std::uint64_t heap_mib = 0;
   std::uint64_t max_heap_mib = 0;
 };
 
@@ -92,6 +93,11 @@ Cli::Cli(const std::string& description, AppDefaults defaults, bool gpu_availabl
   cli.add_option("--max-heap-mib", c.max_heap_mib,
                  "With --grow-from-mib: the most the heap may grow to, in MiB; 0 = the whole memory (default)")
       ->check(at_least(0));
+  cli.add_option("--heap-mib", c.heap_mib,
+                 "A fixed heap of this many MiB instead of the application's own size (e.g. the peak a growing "
+                 "run reached, to compare the two); 0 = the application's size (default)")
+      ->check(at_least(0))
+      ->excludes("--grow-from-mib");
 }
 
 Cli::~Cli() = default;
@@ -166,6 +172,7 @@ AppOptions Cli::options() const {
   options.profile_interval = c.profile_interval;
   options.heap_start_bytes = c.grow_from_mib << 20;
   options.heap_max_bytes = c.max_heap_mib << 20;
+  options.heap_fixed_bytes = c.heap_mib << 20;
   return options;
 }
 

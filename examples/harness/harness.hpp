@@ -52,6 +52,7 @@ struct AppOptions {
   int profile_interval = 1;      ///< record one profile sample every this many iterations
   std::uint64_t heap_start_bytes = 0;  ///< a growing heap starts with this many bytes; 0 = the app's fixed heap
   std::uint64_t heap_max_bytes = 0;    ///< ... and grows to at most this many (0: the whole memory)
+  std::uint64_t heap_fixed_bytes = 0;  ///< a fixed heap of this many bytes instead of the app's own size (0: the app's)
 };
 
 /// @brief A JSON object built key by key (`line["fish"] = 12; line["grid"] = {64, 64};`), printed
