@@ -293,9 +293,10 @@ struct HeapInternals {
       const BitmapView allocated = allocated_blocks(class_id<C>);
       const std::uint64_t words = block_words();
       // Level 1 says which level-0 words hold a block of C, and only those are read: a growable
-      // heap indexes twice the blocks it maps, and the level-0 words of its interleaved bitmaps
-      // lie a cache line apart (nbody's 16,384 bodies in a heap grown from 64 MiB read 1,024 of
-      // them per visit; a bitmap of one level has every word marked).
+      // heap indexes two to four times the blocks it maps, and the level-0 words of the
+      // interleaved bitmaps lie a cache line apart (nbody's 16,384 bodies in a heap grown from
+      // 64 MiB read 1,024 words per visit for four). A bitmap of one level has no level 1: every
+      // word is read.
       const bool one_level = allocated.level_count() < 2;
       for (std::uint64_t summary = 0; summary * 64 < words; ++summary) {
         std::uint64_t nonempty = one_level ? ~std::uint64_t{0} : atomic_load(&allocated.word(1, summary));
