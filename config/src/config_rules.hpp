@@ -181,6 +181,7 @@ inline constexpr std::string_view mass_threshold_key = "mass_threshold";
 inline constexpr std::string_view auto_budget_key = "auto_budget";
 inline constexpr std::string_view locality_window_key = "locality_window";
 inline constexpr std::string_view release_memory_key = "release_memory";
+inline constexpr std::string_view map_fresh_blocks_key = "map_fresh_blocks";
 inline constexpr std::string_view classes_key = "classes";
 inline constexpr std::string_view order_key = "order";
 
@@ -190,8 +191,9 @@ inline const std::vector<std::string_view>& top_level_keys() {
 }
 inline const std::vector<std::string_view>& defrag_table_keys() {
   static const std::vector<std::string_view> keys{
-      policy_key,         factor_key,      retained_candidates_key, min_compactions_key, every_key,
-      mass_threshold_key, auto_budget_key, locality_window_key,     release_memory_key,  classes_key};
+      policy_key,         factor_key,      retained_candidates_key, min_compactions_key,   every_key,
+      mass_threshold_key, auto_budget_key, locality_window_key,     release_memory_key,    map_fresh_blocks_key,
+      classes_key};
   return keys;
 }
 inline const std::vector<std::string_view>& class_table_keys() {

@@ -207,6 +207,7 @@ void apply_defrag_env_overrides(DefragConfig& config, const std::vector<ClassInf
     config.locality_window = *window;
   }
   if (auto release = environment.boolean(defrag_env::release_memory)) config.release_memory = *release;
+  if (auto map = environment.boolean(defrag_env::map_fresh_blocks)) config.map_fresh_blocks = *map;
 
   for (const char* prefix : {defrag_env::class_factor_prefix, defrag_env::class_retained_candidates_prefix,
                              defrag_env::class_min_compactions_prefix, defrag_env::class_locality_window_prefix,

@@ -227,6 +227,8 @@ class schema_reader {
         config_.locality_window = read_integer(value, path, locality_window_range);
       } else if (key == release_memory_key) {
         config_.release_memory = read_boolean(value, path);
+      } else if (key == map_fresh_blocks_key) {
+        config_.map_fresh_blocks = read_boolean(value, path);
       } else if (key == classes_key) {
         read_classes_table(value, path);
       } else {

@@ -91,6 +91,7 @@ void expect_same(const DefragConfig& actual, const DefragConfig& expected) {
   EXPECT_EQ(actual.mass_threshold.is_percent, expected.mass_threshold.is_percent);
   EXPECT_EQ(actual.locality_window, expected.locality_window);
   EXPECT_EQ(actual.release_memory, expected.release_memory);
+  EXPECT_EQ(actual.map_fresh_blocks, expected.map_fresh_blocks);
   ASSERT_EQ(actual.classes.size(), expected.classes.size());
   for (const auto& [name, settings] : expected.classes) {
     const auto found = actual.classes.find(name);
@@ -360,7 +361,7 @@ TEST(DefragConfigErrors, UnknownKeysAreNamedWithTheAllowedOnes) {
       throws_config_error([] { from_toml("[defrag]\nfactr = 2\n"); },
                           {"<string>:2:1", "defrag.factr", "unknown key",
                            "policy, factor, retained_candidates, min_compactions, every, mass_threshold, auto_budget, "
-                           "locality_window, release_memory, classes"}));
+                           "locality_window, release_memory, map_fresh_blocks, classes"}));
   EXPECT_TRUE(throws_config_error([] { from_toml("[defrag.classes.Fish]\nevery = 2\n"); },
                                   {"defrag.classes.Fish.every", "unknown key",
                                    "allowed in defrag.classes.Fish: factor, retained_candidates, min_compactions, "
@@ -853,6 +854,39 @@ TEST(DefragConfigReleaseMemory, BadValuesNameKeyAndValue) {
   // A misspelling is still an unknown key, and the message offers the right one.
   EXPECT_TRUE(throws_config_error([] { from_toml("[defrag]\nrelease_mem = true\n"); },
                                   {"defrag.release_mem", "unknown key", "release_memory"}));
+}
+
+// ---------------------------------------------------------------------------
+// A policy's ordered compaction mapping the fresh blocks it lacks on a growable heap (off by default)
+
+TEST(DefragConfigMapFreshBlocks, OffByDefaultAndSetFromFilesAndTheEnvironment) {
+  EXPECT_FALSE(DefragConfig{}.map_fresh_blocks);
+  EXPECT_FALSE(from_toml("[defrag]\npolicy = \"auto\"\n").map_fresh_blocks);
+  EXPECT_TRUE(from_toml("[defrag]\nmap_fresh_blocks = true\n").map_fresh_blocks);
+  EXPECT_TRUE(from_json(R"({"defrag": {"policy": "auto", "map_fresh_blocks": true}})").map_fresh_blocks);
+  EXPECT_FALSE(from_json(R"({"defrag": {"map_fresh_blocks": false}})").map_fresh_blocks);
+  for (const auto& [text, on] : std::vector<std::pair<std::string, bool>>{{"on", true}, {"1", true}, {"off", false}}) {
+    SCOPED_TRACE(text);
+    DefragConfig config;
+    config.map_fresh_blocks = !on;  // as a file might have set it: the environment overrides it
+    soaheap::apply_defrag_env_overrides(config, heap_classes,
+                                        fake_environment{{"SOAHEAP_DEFRAG_MAP_FRESH_BLOCKS", text}}.getenv());
+    EXPECT_EQ(config.map_fresh_blocks, on);
+  }
+}
+
+TEST(DefragConfigMapFreshBlocks, BadValuesNameKeyAndValue) {
+  DefragConfig config;
+  EXPECT_TRUE(throws_config_error(
+      [&] {
+        soaheap::apply_defrag_env_overrides(config, heap_classes,
+                                            fake_environment{{"SOAHEAP_DEFRAG_MAP_FRESH_BLOCKS", "yes"}}.getenv());
+      },
+      {"environment", "SOAHEAP_DEFRAG_MAP_FRESH_BLOCKS = \"yes\""}));
+  EXPECT_TRUE(throws_config_error([] { from_toml("[defrag]\nmap_fresh_blocks = 1\n"); },
+                                  {"defrag.map_fresh_blocks = 1", "got an integer"}));
+  EXPECT_TRUE(throws_config_error([] { from_toml("[defrag.classes.Fish]\nmap_fresh_blocks = true\n"); },
+                                  {"defrag.classes.Fish.map_fresh_blocks", "unknown key"}));
 }
 
 }  // namespace

@@ -358,6 +358,52 @@ TEST(DefragPolicyOrders, WithoutFreeBlocksThePolicyCompactsInPlace) {
   heap.validate(soaheap::Validation::full);
 }
 
+TEST(DefragPolicyOrders, OnAGrowableHeapMapFreshBlocksKeepsTheOrderByMappingWhatItLacks) {
+  GraphSpec spec;
+  spec.atoms = 6000;
+  spec.molecules = 200;
+  spec.seed = 5;
+  spec.delete_percent = 60;
+  for (const bool map_fresh_blocks : {false, true}) {
+    SCOPED_TRACE(map_fresh_blocks ? "map_fresh_blocks" : "default");
+    soaheap::HeapOptions options = PolicyGraph::host_options(spec.size() + spec.size() / 8);
+    options.max_bytes = std::uint64_t{256} << 20;  // growable, started as small as the test above
+    DefragHeap heap(options);
+    TestBuffer<Entity*> objects(soaheap::Backend::host, spec.size());
+    build_graph(heap, objects, spec);
+    const std::uint64_t needed = (heap.count<Atom>() + DefragHeap::capacity<Atom> - 1) / DefragHeap::capacity<Atom>;
+    ASSERT_LT(heap.stats().free_blocks, needed) << "the test needs a heap too small for an ordered run";
+    const std::uint64_t mapped_before = heap.mapped_block_count();
+    soaheap::DefragConfig config = every_config(1);
+    config.map_fresh_blocks = map_fresh_blocks;
+    soaheap::DefragPolicy policy(config);
+    policy.define_order<Atom>(heap, "key:id", soaheap::order_by_key(AtomById{}));
+    const std::vector<soaheap::DefragResult> results = policy.maybe_defrag(heap, 1);
+    bool atom_compacted = false;
+    for (const auto& result : results) {
+      if (result.class_name != "Atom") continue;
+      atom_compacted = true;
+      EXPECT_EQ(result.ordered, map_fresh_blocks) << "an ordered run with the fresh blocks mapped, else in place";
+    }
+    EXPECT_TRUE(atom_compacted);
+    if (map_fresh_blocks) {
+      EXPECT_GT(heap.mapped_block_count(), mapped_before);
+    } else {
+      EXPECT_EQ(heap.mapped_block_count(), mapped_before) << "without the setting the policy maps nothing";
+    }
+    std::vector<std::uint64_t> ids;
+    heap.for_each<Atom>([&](const Atom* atom) {
+      if (soaheap::detail::class_id_of(soaheap::detail::object_bits_of(atom)) == DefragHeap::class_id<Atom>)
+        ids.push_back(atom->id.get());
+    });
+    if (map_fresh_blocks) {
+      EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end())) << "the Atoms in id order";
+    }
+    expect_graphs(dump_graph(heap, spec.size()), {spec});
+    heap.validate(soaheap::Validation::full);
+  }
+}
+
 /// The auto policy with a budget that never stops it (its reorders are what these tests watch).
 soaheap::DefragConfig unbounded_auto_config() {
   soaheap::DefragConfig config;

@@ -97,6 +97,10 @@ struct DefragConfig {
   /// (DefragOptions::locality_window; the plan compaction strategy, which the policies use).
   long long locality_window = 0;
   std::optional<bool> release_memory;  ///< give the memory of free blocks at the heap's end back after the policy's compactions (a growable heap: HeapOptions::max_bytes); unset = on for policy auto, off otherwise
+  /// A policy's ordered compaction on a growable heap maps the fresh blocks it gathers a class into
+  /// when the heap has too few free ones (DefragOptions::map_fresh_blocks): objects stay in their
+  /// order at the price of that memory. Off (default): such a run compacts the class in place.
+  bool map_fresh_blocks = false;
   std::map<std::string, DefragClassSettings> classes;  ///< per-class overrides by class name
 
   /// @brief Whether the policy gives memory back after compacting: release_memory, else on for policy auto only.
@@ -176,6 +180,7 @@ inline constexpr const char mass_threshold[] = "SOAHEAP_DEFRAG_MASS_THRESHOLD";
 inline constexpr const char auto_budget[] = "SOAHEAP_DEFRAG_AUTO_BUDGET";
 inline constexpr const char locality_window[] = "SOAHEAP_DEFRAG_LOCALITY_WINDOW";
 inline constexpr const char release_memory[] = "SOAHEAP_DEFRAG_RELEASE_MEMORY";
+inline constexpr const char map_fresh_blocks[] = "SOAHEAP_DEFRAG_MAP_FRESH_BLOCKS";
 /// Per-class variables are these prefixes followed by the class name in upper
 /// case, with every character other than A-Z and 0-9 replaced by '_'.
 inline constexpr const char class_factor_prefix[] = "SOAHEAP_DEFRAG_FACTOR_";

@@ -219,7 +219,7 @@ class DefragPolicy {
     options.compaction = CompactionStrategy::plan;
     options.locality_window = static_cast<std::uint64_t>(config_.locality_window_for(class_name));
     options.subclasses = false;  // every concrete class gets its own run with its own settings
-    options.map_fresh_blocks = false;  // short of free blocks for an order: compact in place
+    options.map_fresh_blocks = config_.map_fresh_blocks;  // else, short of free blocks for an order: in place
     return options;
   }
 

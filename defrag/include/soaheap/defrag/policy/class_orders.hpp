@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <typeindex>
 #include <utility>
@@ -88,7 +89,12 @@ class ClassOrders {
       try {
         return order->run(&heap, options);
       } catch (const out_of_memory& error) {
-        log::warn("defrag policy: ", error.what(), "; compacting ", C::kName, " in place instead");
+        // Once per class at warning level: on a heap that stays nearly full (a growing one without
+        // map_fresh_blocks) it happens at every reorder.
+        const std::string message = std::string("defrag policy: ") + error.what() + "; compacting " + C::kName +
+                                    " in place instead (a growable heap maps them with defrag.map_fresh_blocks)";
+        if (short_of_blocks_.insert(C::kName).second) log::warn(message);
+        else log::debug(message);
       }
     }
     return soaheap::defragment<C>(heap, options);
@@ -96,6 +102,7 @@ class ClassOrders {
 
  private:
   std::map<std::string, std::vector<NamedOrder>> orders_;  ///< by class name
+  mutable std::set<std::string> short_of_blocks_;          ///< classes whose order lacked free blocks once
 };
 
 }  // namespace soaheap
