@@ -331,12 +331,19 @@ TEST(DefragPolicyOrders, BadOrDuplicateNamesAreRefused) {
                soaheap::invalid_argument);
 }
 
-TEST(DefragPolicyOrders, WithoutFreeBlocksThePolicyCompactsInPlace) {
+/// A graph whose heap of an eighth more blocks than its objects need is too full for an ordered
+/// run of Atom (it gathers the class into fresh blocks).
+GraphSpec graph_for_a_full_heap() {
   GraphSpec spec;
   spec.atoms = 6000;
   spec.molecules = 200;
   spec.seed = 5;
   spec.delete_percent = 60;
+  return spec;
+}
+
+TEST(DefragPolicyOrders, WithoutFreeBlocksThePolicyCompactsInPlace) {
+  const GraphSpec spec = graph_for_a_full_heap();
   DefragHeap heap(PolicyGraph::host_options(spec.size() + spec.size() / 8));
   TestBuffer<Entity*> objects(soaheap::Backend::host, spec.size());
   build_graph(heap, objects, spec);
@@ -359,11 +366,7 @@ TEST(DefragPolicyOrders, WithoutFreeBlocksThePolicyCompactsInPlace) {
 }
 
 TEST(DefragPolicyOrders, OnAGrowableHeapMapFreshBlocksKeepsTheOrderByMappingWhatItLacks) {
-  GraphSpec spec;
-  spec.atoms = 6000;
-  spec.molecules = 200;
-  spec.seed = 5;
-  spec.delete_percent = 60;
+  const GraphSpec spec = graph_for_a_full_heap();
   for (const bool map_fresh_blocks : {false, true}) {
     SCOPED_TRACE(map_fresh_blocks ? "map_fresh_blocks" : "default");
     soaheap::HeapOptions options = PolicyGraph::host_options(spec.size() + spec.size() / 8);
