@@ -90,7 +90,7 @@ class ClassOrders {
         return order->run(&heap, options);
       } catch (const out_of_memory& error) {
         // Once per class at warning level: on a heap that stays nearly full (a growing one without
-        // map_fresh_blocks) it happens at every reorder.
+        // map_fresh_blocks) it can happen at reorder after reorder.
         const std::string message = std::string("defrag policy: ") + error.what() + "; compacting " + C::kName +
                                     " in place instead (a growable heap maps them with defrag.map_fresh_blocks)";
         if (short_of_blocks_.insert(C::kName).second) log::warn(message);
