@@ -25,8 +25,9 @@ run() {  # tag, application, arguments...: appends {"tag": ..., "result": the ap
 peak_mib() {  # the largest peak resident of an application's growing runs so far, in whole MiB (rounded up)
   python3 - "$out/runs.jsonl" "$1" <<'EOF'
 import json, sys
-peaks = [json.loads(l)["result"]["peak_resident_bytes"] for l in open(sys.argv[1])
-         if json.loads(l)["app"] == sys.argv[2] and json.loads(l)["tag"] == "grown" and json.loads(l)["result"]]
+runs = [json.loads(line) for line in open(sys.argv[1])]
+peaks = [run["result"]["peak_resident_bytes"] for run in runs
+         if run["app"] == sys.argv[2] and run["tag"] == "grown" and run["result"]]
 print(-(-max(peaks) // (1 << 20)) if peaks else 0)
 EOF
 }
