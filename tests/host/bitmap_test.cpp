@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -53,6 +54,36 @@ TEST(BitmapView, RecomputedLevelOffsetsMatchTheShape) {
     for (int level = 0; level < shape.level_count; ++level)
       EXPECT_EQ(view.level_offset(level), shape.level_offset[level]) << "bits " << bits << " level " << level;
   }
+}
+
+TEST(BitPicking, NthSetBitFindsThePositionOfEachSetBit) {
+  std::mt19937_64 random(7);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::uint64_t value = random() & random();  // about a quarter of the bits
+    if (trial % 3 == 0) value |= std::uint64_t{1} << 63;
+    std::vector<int> positions;
+    for (int bit = 0; bit < 64; ++bit)
+      if ((value >> bit) & 1u) positions.push_back(bit);
+    for (std::size_t n = 0; n < positions.size(); ++n)
+      ASSERT_EQ(soaheap::detail::nth_set_bit(value, static_cast<int>(n)), positions[n]) << std::hex << value << " n " << n;
+  }
+  EXPECT_EQ(soaheap::detail::nth_set_bit(~std::uint64_t{0}, 63), 63);
+  EXPECT_EQ(soaheap::detail::nth_set_bit(std::uint64_t{1} << 40, 0), 40);
+}
+
+TEST(BitPicking, EverySetBitIsEquallyLikely) {
+  // Set bits that lie together: a pick that rotates to a seed-chosen position and takes the next set
+  // bit would give bit 60 (after the run of clear bits) 57 of every 64 picks.
+  const std::uint64_t value = 0xfull | (std::uint64_t{1} << 60);
+  std::map<int, int> picks;
+  constexpr int kSeeds = 64000;
+  for (std::uint32_t seed = 0; seed < kSeeds; ++seed) ++picks[soaheap::detail::pick_set_bit(value, seed)];
+  ASSERT_EQ(picks.size(), 5u);
+  for (const auto& [bit, count] : picks) {
+    EXPECT_TRUE((value >> bit) & 1u) << bit;
+    EXPECT_NEAR(count, kSeeds / 5, kSeeds / 50) << "bit " << bit;
+  }
+  EXPECT_EQ(soaheap::detail::pick_set_bit(0, 5), -1);
 }
 
 TEST(Bitmap, SetClearTryAndGet) {

@@ -293,32 +293,44 @@ SOAHEAP_HD inline std::uint64_t rotate_right(std::uint64_t value, int amount) {
   return amount == 0 ? value : (value >> amount) | (value << (64 - amount));
 }
 
-/// A set bit of @p value chosen by @p seed (rotation spreads contending threads over
-/// different bits, as in DynaSOAr's bitmap rotation); -1 when @p value is 0.
-SOAHEAP_HD inline int pick_set_bit(std::uint64_t value, std::uint32_t seed) {
-  if (value == 0) return -1;
-  const int rotation = static_cast<int>(seed & 63u);
-  const int bit_in_rotated = lowest_set_bit(rotate_right(value, rotation));
-  return (bit_in_rotated + rotation) & 63;
-}
-
-/// Position of the @p n-th (0-based) set bit of @p value; @p value must have more than n bits.
-SOAHEAP_HD inline int nth_set_bit(std::uint64_t value, int n) {
-  for (int i = 0; i < n; ++i) value &= value - 1;
-  return lowest_set_bit(value);
-}
-
-/// A mask of the lowest @p count bits (count in 0..64).
-SOAHEAP_HD inline constexpr std::uint64_t low_bits(int count) {
-  return count >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << count) - 1;
-}
-
-/// Cheap integer hash used to derive rotation seeds from thread ids and retry counts.
+/// Cheap integer hash used to derive seeds from thread ids and retry counts.
 SOAHEAP_HD inline std::uint32_t mix_seed(std::uint64_t value) {
   value ^= value >> 33;
   value *= 0xff51afd7ed558ccdULL;
   value ^= value >> 33;
   return static_cast<std::uint32_t>(value);
+}
+
+/// Position of the @p n-th (0-based) set bit of @p value; @p value must have more than n bits.
+/// Halves the word six times by the set bits in its lower part (no loop over the bits).
+SOAHEAP_HD inline int nth_set_bit(std::uint64_t value, int n) {
+  int position = 0;
+  for (int width = 32; width != 0; width /= 2) {
+    const int below = popcount(value & ((std::uint64_t{1} << width) - 1));
+    if (n >= below) {
+      n -= below;
+      value >>= width;
+      position += width;
+    }
+  }
+  return position;
+}
+
+/// A set bit of @p value chosen by @p seed, every set bit equally likely; -1 when @p value is 0.
+/// Threads with different seeds spread over the set bits. A rotation (the first set bit at or
+/// after a seed-chosen position, as in DynaSOAr) picks a bit in proportion to the clear bits before
+/// it: where the few set bits of a word lie together (the upper bitmap levels of a heap that fills
+/// from its start, or is nearly full) the one after the long run of clear bits took nearly every
+/// pick, and the threads crowded into the same blocks (docs/decisions/029-uniform-bit-pick.md).
+SOAHEAP_HD inline int pick_set_bit(std::uint64_t value, std::uint32_t seed) {
+  if (value == 0) return -1;
+  const auto count = static_cast<std::uint64_t>(popcount(value));
+  return nth_set_bit(value, static_cast<int>((static_cast<std::uint64_t>(mix_seed(seed)) * count) >> 32));
+}
+
+/// A mask of the lowest @p count bits (count in 0..64).
+SOAHEAP_HD inline constexpr std::uint64_t low_bits(int count) {
+  return count >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << count) - 1;
 }
 
 }  // namespace soaheap::detail

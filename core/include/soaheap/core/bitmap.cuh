@@ -101,10 +101,10 @@ class BitmapView {
   /// @brief True when no bit appears set (exact when no operation is in flight).
   SOAHEAP_HD bool appears_empty() const { return detail::atomic_load(&word(level_count_ - 1, 0)) == 0; }
 
-  /// @brief Position of some set bit, chosen top-down with rotation by @p seed, or kNotFound.
-  /// Levels at or above @p lowest_from take their lowest set bit instead (the lowest region with a
-  /// set bit, random inside it). May miss set bits while other threads are changing the bitmap;
-  /// callers retry.
+  /// @brief Position of some set bit, chosen top-down by @p seed (on each level every set bit of
+  /// the word equally likely: pick_set_bit), or kNotFound. Levels at or above @p lowest_from take
+  /// their lowest set bit instead (the lowest region with a set bit, random inside it). May miss
+  /// set bits while other threads are changing the bitmap; callers retry.
   SOAHEAP_HD std::uint64_t try_find_set(std::uint32_t seed, int lowest_from = kMaxLevelsAny) const {
     std::uint64_t index = 0;
     for (int level = level_count_ - 1; level >= 0; --level) {
