@@ -216,7 +216,9 @@ SOAHEAP_HD bool out_of_memory_stands(const Heap& heap, int& empty_rounds) {
 /// thread that starts a block search the same 64 words: on an H200 grown heaps ran game_of_life
 /// 1.85x, generation 1.27x, wa_tor 1.07x their fixed heaps' time against 1.43x, 1.17x and 1.00x
 /// with this window (1.37x, 1.15x, 0.98x at random, whose trims move more: wa_tor's final trim left
-/// 1.21x its allocated blocks resident against 1.15x here and 1.03x with the small window).
+/// 1.21x its allocated blocks resident against 1.15x here and 1.03x with the small window). These
+/// figures predate the uniform bit pick (decision 029), which took game_of_life grown to 0.99x a
+/// fixed heap of its peak.
 inline constexpr int kLowestFirstLevel = 3;
 
 /// Takes a block from the free bitmap, counted in transit until the caller publishes it with
