@@ -149,6 +149,7 @@ int Session::finish(const HeapFigures& heap, bool self_check_passed, const Resul
   line["block_bytes"] = s.heap.block_bytes;
   line["heap_bytes"] = s.heap.heap_bytes;
   line["resident_bytes"] = heap.stats.resident_bytes;
+  line["scratch_bytes"] = heap.stats.scratch_bytes;
   line["max_bytes"] = heap.stats.max_bytes;
   line["peak_resident_bytes"] = heap.peak_resident_bytes;
   line["resident_after_trim"] = heap.resident_after_trim;

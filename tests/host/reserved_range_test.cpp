@@ -2,6 +2,7 @@
 // released one by one and in pieces, the released pages really given back (mincore), bad chunk
 // numbers refused.
 
+#include <soaheap/core/detail/growable_memory.cuh>
 #include <soaheap/core/detail/reserved_range.cuh>
 
 #include <gtest/gtest.h>
@@ -84,6 +85,10 @@ TEST(ReservedRange, ACommitMapsPiecesOfUpToPieceChunksAndAReleaseGivesBackAWhole
   EXPECT_EQ(range.piece_start(20), 20u);
   EXPECT_EQ(range.piece_start(39), 36u);
   EXPECT_EQ(range.piece_start(40), 40u) << "an uncommitted chunk starts nothing but itself";
+  EXPECT_EQ(range.piece_end(3), 4u);
+  EXPECT_EQ(range.piece_end(4), 20u);
+  EXPECT_EQ(range.piece_end(39), 40u);
+  EXPECT_EQ(range.piece_end(40), 41u);
   std::memset(range.base(), 0x5a, 40 * range.chunk_bytes());
   range.release(25);  // the piece [20, 36)
   for (std::uint64_t chunk = 0; chunk < 40; ++chunk)
@@ -134,3 +139,22 @@ TEST(ReservedRange, MovingARangeMovesItsChunksAndFreesTheAddressesOnce) {
 }
 
 }  // namespace
+
+TEST(GrowableMemory, ReleasingARangeGivesBackOnlyThePiecesWhollyInsideItAndTheyMapAgainZeroed) {
+  using soaheap::detail::GrowableMemory;
+  const std::uint64_t chunk = ReservedRange::granularity(Backend::host);
+  GrowableMemory memory = GrowableMemory::reserved(Backend::host, 64 * chunk, chunk, 4);
+  ASSERT_TRUE(memory.ensure_range(0, 16 * chunk, true));  // pieces [0,4) [4,8) [8,12) [12,16)
+  std::memset(memory.get(), 0x77, 16 * chunk);
+  memory.release_range(2 * chunk, 12 * chunk + 1);  // wholly inside: [4,8) and [8,12)
+  EXPECT_EQ(memory.resident_bytes(), 8 * chunk);
+  const auto* bytes = memory.as<const unsigned char>();
+  EXPECT_EQ(bytes[4 * chunk - 1], 0x77u) << "the piece reaching below the range stays";
+  EXPECT_EQ(bytes[12 * chunk], 0x77u) << "the piece reaching above the range stays";
+  EXPECT_EQ(resident_pages(bytes + 4 * chunk, 8 * chunk), 0u);
+  memory.release_range(5 * chunk, 5 * chunk);  // empty: nothing
+  EXPECT_EQ(memory.resident_bytes(), 8 * chunk);
+  ASSERT_TRUE(memory.ensure_range(4 * chunk, 12 * chunk, true));
+  for (std::uint64_t i = 4 * chunk; i < 12 * chunk; i += 64) ASSERT_EQ(bytes[i], 0u) << "byte " << i;
+  EXPECT_EQ(memory.resident_bytes(), 16 * chunk);
+}

@@ -109,6 +109,10 @@ class Heap {
   bool growable() const { return grower_ != nullptr; }
   /// @brief Bytes of memory the heap holds now: mapped data, headers and bitmaps.
   std::uint64_t resident_bytes() const;
+  /// @brief Bytes of device (host) memory the heap keeps beside resident_bytes() for its own
+  /// operations: enumeration lists and parallel_do snapshots (12 bytes per block of block_count()
+  /// for each class that was enumerated), statistics counters. Made on first use, kept.
+  std::uint64_t scratch_bytes() const;
   /// @brief Bytes the heap may grow to (its max_bytes; its size for a fixed heap).
   std::uint64_t max_bytes() const { return max_bytes_; }
   /// @brief Blocks with data memory that allocation may use; grows while kernels run.
@@ -421,6 +425,15 @@ class Heap {
   /// Enqueues the publication of blocks mapped since the host's last one (idempotent).
   void publish_grown_blocks() const;
   bool commit_metadata(std::uint64_t blocks);  ///< maps headers and bitmap words of [0, blocks)
+  /// Gives back the headers and bitmap words of blocks [@p blocks, block_count_) (all free, unmapped).
+  void release_metadata_above(std::uint64_t blocks);
+  /// Calls @p range(begin, end) with the byte range of bitmaps_ that holds the words of blocks
+  /// [@p from, @p to) on each level, lowest first, while it returns true; returns the last answer.
+  template <class F>
+  bool for_each_bitmap_range(std::uint64_t from, std::uint64_t to, F&& range) const;
+  std::uint64_t resident_bytes_locked() const {  ///< resident_bytes() under the grower's lock
+    return data_.resident_bytes() + headers_.resident_bytes() + bitmaps_.resident_bytes();
+  }
 
   /// A managed heap must fit into the GPU's free memory: over-subscribed managed memory would page
   /// between host and GPU inside every kernel instead of failing.

@@ -38,6 +38,8 @@ struct HeapStats {
   std::uint64_t block_bytes = 0;        ///< bytes of one block's data segment
   std::uint64_t heap_bytes = 0;         ///< data, headers and bitmaps mapped now
   std::uint64_t resident_bytes = 0;     ///< the same (kept apart for readers of memory over time)
+  std::uint64_t metadata_bytes = 0;     ///< of resident_bytes: headers and bitmaps (the rest is data)
+  std::uint64_t scratch_bytes = 0;      ///< beside them: the heap's enumeration lists and counters
   std::uint64_t max_bytes = 0;          ///< the most the heap may grow to (its size when fixed)
   std::vector<ClassStats> classes;
   UntypedStats untyped;                 ///< soaheap::malloc memory (its blocks are not in free_blocks)

@@ -8,6 +8,7 @@
 #include <soaheap/core/detail/reserved_range.cuh>
 #include <soaheap/core/memory.cuh>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -94,6 +95,20 @@ class GrowableMemory {
     for (std::uint64_t c = keep; c < range_.chunk_count(); ++c) range_.release(c);
     if (committed_ > keep * chunk) committed_ = keep * chunk;
     return committed_;
+  }
+
+  /// Gives back the pieces that lie wholly inside [@p begin, @p end) (a piece reaching outside
+  /// stays whole); their chunks read as zeroes when a later ensure_range(..., true) maps them again.
+  void release_range(std::uint64_t begin, std::uint64_t end) {
+    if (!growable_ || end <= begin) return;
+    const std::uint64_t chunk = range_.chunk_bytes();
+    const std::uint64_t first = (begin + chunk - 1) / chunk;
+    const std::uint64_t last = std::min(end / chunk, range_.chunk_count());  // exclusive
+    for (std::uint64_t c = first; c < last;) {
+      const std::uint64_t piece_end = range_.piece_end(c);
+      if (range_.is_committed(c) && range_.piece_start(c) >= first && piece_end <= last) range_.release(c);
+      c = piece_end;
+    }
   }
 
   void copy_to_host(void* destination, std::uint64_t offset, std::uint64_t count) const {

@@ -112,7 +112,13 @@ HeapStats Heap<Classes...>::stats() const {
   result.mapped_blocks = mapped_blocks_.load();
   result.block_bytes = Layout::kDataBytes;
   result.heap_bytes = heap_bytes();
-  result.resident_bytes = resident_bytes();
+  {
+    std::unique_lock<std::mutex> lock;  // the grower thread may be mapping
+    if (grower_ != nullptr) lock = std::unique_lock<std::mutex>(grower_->mutex());
+    result.resident_bytes = resident_bytes_locked();
+    result.metadata_bytes = result.resident_bytes - data_.resident_bytes();
+  }
+  result.scratch_bytes = scratch_bytes();
   result.max_bytes = max_bytes_;
   std::uint64_t allocated = 0;
   for (int c = 0; c < kClassCount; ++c) {

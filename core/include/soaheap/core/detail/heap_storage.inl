@@ -8,8 +8,8 @@
 /// shaped for), block_count_ (blocks whose headers and bitmap words are mapped: what kernels index
 /// and the most a running kernel can grow to) and mapped_blocks_ (blocks with data memory and their
 /// free bits set). block_count_ stays at least twice mapped_blocks_ (keep_growth_headroom), so a
-/// kernel can double the heap; it changes only between kernels, and a release of free memory
-/// lowers it with the mapped blocks.
+/// kernel can double the heap; it changes only between kernels, by an eighth at a time, and a
+/// release of free memory lowers it with the mapped blocks.
 
 namespace soaheap {
 
@@ -123,22 +123,47 @@ std::uint64_t Heap<Classes...>::resident_bytes() const {
   // The grower thread may be mapping: read the ranges under its lock.
   std::unique_lock<std::mutex> lock;
   if (grower_ != nullptr) lock = std::unique_lock<std::mutex>(grower_->mutex());
-  return data_.resident_bytes() + headers_.resident_bytes() + bitmaps_.resident_bytes();
+  return resident_bytes_locked();
+}
+
+template <class... Classes>
+std::uint64_t Heap<Classes...>::scratch_bytes() const {
+  std::uint64_t bytes = scratch_.bytes() + statistics_counters_.bytes();
+  for (const ListBuffer& buffer : block_lists_)
+    bytes += buffer.ids.bytes() + buffer.snapshots.bytes() + buffer.counters.bytes();
+  return bytes;
+}
+
+template <class... Classes>
+template <class F>
+bool Heap<Classes...>::for_each_bitmap_range(std::uint64_t from, std::uint64_t to, F&& range) const {
+  constexpr std::uint64_t kStrideBytes = Internals::kBitmapCount * sizeof(std::uint64_t);
+  for (int level = 0; level < shape_.level_count; ++level) {
+    from = (from + 63) / 64;  // the words of this level that hold the bits below it
+    to = (to + 63) / 64;
+    if (!range((shape_.level_offset[level] + from) * kStrideBytes, (shape_.level_offset[level] + to) * kStrideBytes))
+      return false;
+  }
+  return true;
 }
 
 template <class... Classes>
 bool Heap<Classes...>::commit_metadata(std::uint64_t blocks) {
   if (!headers_.ensure(blocks * sizeof(BlockHeader))) return false;
-  constexpr std::uint64_t kStrideBytes = Internals::kBitmapCount * sizeof(std::uint64_t);
-  std::uint64_t level_bits = blocks;
-  for (int level = 0; level < shape_.level_count; ++level) {
-    const std::uint64_t words = (level_bits + 63) / 64;
-    if (!bitmaps_.ensure_range(shape_.level_offset[level] * kStrideBytes,
-                               (shape_.level_offset[level] + words) * kStrideBytes, true))
-      return false;
-    level_bits = words;
-  }
-  return true;
+  return for_each_bitmap_range(0, blocks, [this](std::uint64_t begin, std::uint64_t end) {
+    return bitmaps_.ensure_range(begin, end, true);
+  });
+}
+
+template <class... Classes>
+void Heap<Classes...>::release_metadata_above(std::uint64_t blocks) {
+  headers_.release_above(blocks * sizeof(BlockHeader));
+  // Every bit of the blocks above is clear (they are free and unmapped), so the words are too; a
+  // later commit_metadata maps them zeroed again.
+  for_each_bitmap_range(blocks, block_count_, [this](std::uint64_t begin, std::uint64_t end) {
+    bitmaps_.release_range(begin, end);
+    return true;
+  });
 }
 
 template <class... Classes>
@@ -146,8 +171,9 @@ void Heap<Classes...>::extend_capacity(std::uint64_t blocks) {
   if (blocks <= block_count_ || block_count_ >= max_blocks_) return;
   synchronize();
   std::lock_guard<std::mutex> lock(grower_->mutex());
-  std::uint64_t capacity = std::min(max_blocks_, detail::round_up(std::max(blocks, 2 * block_count_), 64));
-  if (capacity < blocks) capacity = std::min(max_blocks_, detail::round_up(blocks, 64));
+  // An eighth more at a time: doubling held headers and bitmap words for up to four times the
+  // mapped blocks at a growing heap's peak (generation: ~60 bytes per 512-byte block).
+  std::uint64_t capacity = std::min(max_blocks_, detail::round_up(std::max(blocks, block_count_ + block_count_ / 8), 64));
   if (!commit_metadata(capacity)) {
     capacity = std::min(max_blocks_, detail::round_up(blocks, 64));
     if (!commit_metadata(capacity)) return;  // no memory even for headers: kernels will report it
@@ -286,15 +312,17 @@ std::uint64_t Heap<Classes...>::release_free_memory() {
   if (keep >= mapped || keep < in_use_end) return 0;
   executor_.run((mapped + 63) / 64 - keep / 64, detail::UnmapFreeWordsKernel<Internals>{make_internals(), keep / 64, mapped});
   executor_.synchronize();
-  const std::uint64_t before = data_.resident_bytes() + headers_.resident_bytes();
+  const std::uint64_t before = resident_bytes_locked();
   data_.release_above(keep * Layout::kDataBytes);
-  // Headers only for what a kernel may grow to from here (growth_headroom times what stays
-  // mapped): a trimmed heap keeping those of its peak's headroom held 24 bytes per block of it
-  // (generation's 512-byte blocks: a fifth more than its live data). The blocks above hold no bit
-  // in any bitmap; the bitmaps, a few bytes per 64 blocks, stay mapped.
+  // Headers and bitmap words only for what a kernel may grow to from here (growth_headroom times
+  // what stays mapped): a trimmed heap keeping those of its peak's headroom held 24 bytes of header
+  // and a byte or more of bitmaps per block of it (generation's 512-byte blocks: a fifth more than
+  // its live data). Enumeration lists made for more blocks go too (made again on next use).
   const std::uint64_t capacity = std::min(max_blocks_, detail::round_up(options_.growth_headroom * keep, 64));
   if (capacity < block_count_) {
-    headers_.release_above(capacity * sizeof(BlockHeader));
+    release_metadata_above(capacity);
+    for (ListBuffer& buffer : block_lists_)
+      if (buffer.blocks > capacity) buffer = ListBuffer{};
     block_count_ = capacity;
     growth_limit_ = capacity;
     runtime_.copy_from_host(offsetof(detail::HeapRuntimeState, block_limit), &capacity, sizeof(capacity));
@@ -303,7 +331,7 @@ std::uint64_t Heap<Classes...>::release_free_memory() {
   published_host_ = keep;
   runtime_.copy_from_host(offsetof(detail::HeapRuntimeState, published_blocks), &keep, sizeof(keep));
   grower_->reset(keep);
-  return before - data_.resident_bytes() - headers_.resident_bytes();
+  return before - resident_bytes_locked();
 }
 
 }  // namespace soaheap

@@ -69,6 +69,11 @@ class ReservedRange {
     const Chunk& entry = chunks_.at(chunk);
     return entry.committed ? entry.piece_first : chunk;
   }
+  /// One past the last chunk of the piece that backs committed chunk @p chunk (chunk + 1 when uncommitted).
+  std::uint64_t piece_end(std::uint64_t chunk) const {
+    const Chunk& entry = chunks_.at(chunk);
+    return entry.committed ? entry.piece_first + chunks_[entry.piece_first].piece_chunks : chunk + 1;
+  }
 
   /// Backs chunk @p chunk with memory (its contents are undefined until written). Returns false,
   /// changing nothing, when the system (host) or the GPU (cuda) has no memory left for it.
