@@ -55,6 +55,10 @@ struct DefragOptions {
   /// out_of_memory, changing nothing. The policies set false and compact in place instead, so
   /// that reordering never raises resident memory.
   bool map_fresh_blocks = true;
+  /// Ordered compaction only: moves the objects in blocks at or above this block id and leaves
+  /// those below where they are (they gather, in key order, into the lowest free blocks as usual).
+  /// trim() passes a cut with enough free blocks below it, so the memory above can go.
+  std::uint64_t first_block = 0;
 };
 
 inline const char* to_string(CompactionStrategy compaction) {

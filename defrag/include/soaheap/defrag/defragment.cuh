@@ -268,6 +268,9 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options) {
   using View = ::soaheap::detail::internals_t<HeapType>;
   detail::prepare_defragment<T>(heap, options);
   const std::string name = T::kName;
+  if (options.first_block != 0)
+    throw invalid_argument("soaheap: defrag of " + name + ": first_block=" + std::to_string(options.first_block) +
+                           " applies to ordered compaction only (give an order)");
   const detail::InternalsAccess::OperationGuard<HeapType> guard(heap, "defrag");
   DefragResult result;
   result.class_name = name;
@@ -310,8 +313,9 @@ DefragResult defragment(Heap<Classes...>& heap, const DefragOptions& options, co
   result.ordered = true;
   double unused_before = 0, unused_after = 0;  // in blocks' worth of slots
   detail::for_each_covered_class<T, View>(options, [&](auto tag) {
-    detail::compact_class_in_order<detail::tag_type_t<decltype(tag)>>(heap, order, options.map_fresh_blocks, result,
-                                                                      unused_before, unused_after);
+    detail::compact_class_in_order<detail::tag_type_t<decltype(tag)>>(heap, order, options.map_fresh_blocks,
+                                                                      options.first_block, result, unused_before,
+                                                                      unused_after);
   });
   result.fragmentation_before = result.blocks_before == 0 ? 0.0 : unused_before / static_cast<double>(result.blocks_before);
   result.fragmentation_after = result.blocks_after == 0 ? 0.0 : unused_after / static_cast<double>(result.blocks_after);

@@ -6,10 +6,12 @@
 /// A growable heap (HeapOptions::max_bytes) takes its lowest free blocks first, so its objects
 /// start out near the beginning; when a population falls they leave holes everywhere. trim() first
 /// packs every class into its fewest blocks (DefragTarget::minimum), which frees blocks all over the
-/// heap, then moves each class whose objects would land lower into the lowest free blocks, in their
-/// current order, by ordered compaction (order_by_position(): each object moves once and every
-/// pointer to it is rewritten), and last Heap::release_free_memory() unmaps the whole chunks above
-/// the last block in use. Untyped memory (soaheap::malloc) never moves, so its blocks stay put.
+/// heap; then it picks a cut, the lowest block with at least as many free blocks below it as blocks
+/// in use at or above it (and no untyped memory above it: soaheap::malloc memory never moves), and
+/// moves the objects above the cut into the lowest free blocks, class by class, in their address
+/// order, by ordered compaction from the cut (DefragOptions::first_block: each object moves once and
+/// every pointer to it is rewritten; the objects below the cut stay). Last,
+/// Heap::release_free_memory() unmaps the whole chunks above the last block in use.
 
 #include <soaheap/core/heap.cuh>
 #include <soaheap/defrag/defragment.cuh>
@@ -17,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace soaheap {
 
@@ -39,26 +42,46 @@ TrimResult trim(Heap<Classes...>& heap, bool pack = true);
 
 namespace detail {
 
-/// From a snapshot of the heap's bitmaps: the highest block of class @p class_index plus one, and
-/// the position of the @p needed-th lowest free block (the last one an ordered compaction of the
-/// class would fill), or the heap's block count when there are not that many.
+/// From a snapshot of the heap: the lowest block at or above which every block in use can move to
+/// a free block below it (see the file comment), or @p mapped when nothing above the used blocks
+/// could go. Blocks in use whose class is none of the heap's (untyped memory) cannot move.
+/// @param[out] classes_above whether class c has a block at or above the cut
 template <class Internals>
-void class_span_and_free_reach(const Internals& view, std::uint64_t mapped, int class_index, std::uint64_t needed,
-                               std::uint64_t& class_end, std::uint64_t& free_reach) {
-  class_end = 0;
-  free_reach = view.block_count;
-  std::uint64_t free_seen = 0;
-  const BitmapView allocated = view.allocated_blocks(class_index);
+std::uint64_t trim_cut(const Internals& view, std::uint64_t mapped, std::vector<bool>& classes_above) {
+  const std::uint64_t words = (mapped + 63) / 64;
+  std::vector<std::uint64_t> used(words), movable(words, 0);
   const BitmapView free_bits = view.free_blocks();
-  for (std::uint64_t w = 0; w < (mapped + 63) / 64; ++w) {
-    const std::uint64_t bits = *allocated.level0_word(w);
-    if (bits != 0) class_end = w * 64 + static_cast<std::uint64_t>(highest_set_bit(bits)) + 1;
-    const std::uint64_t free_word = *free_bits.level0_word(w);
-    const auto count = static_cast<std::uint64_t>(popcount(free_word));
-    if (free_reach == view.block_count && needed != 0 && free_seen + count >= needed)
-      free_reach = w * 64 + static_cast<std::uint64_t>(nth_set_bit(free_word, static_cast<int>(needed - free_seen - 1))) + 1;
-    free_seen += count;
+  for (std::uint64_t w = 0; w < words; ++w) {
+    const std::uint64_t valid = mapped >= w * 64 + 64 ? ~std::uint64_t{0} : low_bits(static_cast<int>(mapped - w * 64));
+    used[w] = ~*free_bits.level0_word(w) & valid;
+    for (int c = 0; c < Internals::kClassCount; ++c) movable[w] |= *view.allocated_blocks(c).level0_word(w);
   }
+  // The cut lies above the highest block that cannot move; from there up, the first block with
+  // enough free blocks below it for the used blocks above (both sides change by one per block).
+  std::uint64_t lowest = 0, used_above = 0, free_below = 0;
+  for (std::uint64_t w = words; w-- > 0;) {
+    const std::uint64_t fixed = used[w] & ~movable[w];
+    if (fixed != 0) {
+      lowest = w * 64 + static_cast<std::uint64_t>(highest_set_bit(fixed)) + 1;
+      break;
+    }
+  }
+  for (std::uint64_t block = 0; block < mapped; ++block) {
+    const bool in_use = ((used[block / 64] >> (block % 64)) & 1u) != 0;
+    if (block >= lowest) used_above += in_use ? 1 : 0;
+    else free_below += in_use ? 0 : 1;
+  }
+  std::uint64_t cut = lowest;
+  for (; cut < mapped && free_below < used_above; ++cut) {
+    const bool in_use = ((used[cut / 64] >> (cut % 64)) & 1u) != 0;
+    used_above -= in_use ? 1 : 0;
+    free_below += in_use ? 0 : 1;
+  }
+  classes_above.assign(Internals::kClassCount, false);
+  for (int c = 0; c < Internals::kClassCount; ++c)
+    for (std::uint64_t w = cut / 64; !classes_above[c] && w < words; ++w)
+      classes_above[c] = (*view.allocated_blocks(c).level0_word(w) & ~low_bits(static_cast<int>(w == cut / 64 ? cut % 64 : 0))) != 0;
+  return cut;
 }
 
 inline void add_moves(const DefragResult& moved, TrimResult& result) {
@@ -80,25 +103,15 @@ void pack_class(Heap<Classes...>& heap, TrimResult& result) {
   }
 }
 
-/// Gathers class C toward the heap's start when its objects would end lower (trim()).
+/// Moves the objects of class C in blocks at or above @p cut into the lowest free blocks (trim()).
 template <class C, class... Classes>
-void gather_class(Heap<Classes...>& heap, TrimResult& result) {
-  using HeapType = Heap<Classes...>;
+void gather_class(Heap<Classes...>& heap, std::uint64_t cut, const std::vector<bool>& classes_above, TrimResult& result) {
   if constexpr (!C::kAbstract) {
-    const HeapStats stats = heap.stats();
-    const ClassStats& entry = stats.classes[static_cast<std::size_t>(HeapType::template class_id<C>)];
-    if (entry.used_slots == 0) return;
-    // Only a class whose objects would end lower than where its highest block is now: moving a
-    // class that already sits at the start would only lift it into the holes above it.
-    const auto capacity = static_cast<std::uint64_t>(entry.capacity);
-    const std::uint64_t needed = (entry.used_slots + capacity - 1) / capacity;
-    const auto snapshot = InternalsAccess::take_snapshot(heap, false);
-    std::uint64_t class_end = 0, free_reach = 0;
-    class_span_and_free_reach(snapshot.view, heap.mapped_block_count(), HeapType::template class_id<C>, needed,
-                              class_end, free_reach);
-    if (free_reach >= class_end) return;
+    if (!classes_above[static_cast<std::size_t>(Heap<Classes...>::template class_id<C>)]) return;
     DefragOptions options;
     options.subclasses = false;
+    options.map_fresh_blocks = false;  // the cut leaves free blocks enough below it
+    options.first_block = cut;
     add_moves(defragment<C>(heap, options, order_by_position()), result);
     ++result.classes_moved;
   }
@@ -112,7 +125,10 @@ TrimResult trim(Heap<Classes...>& heap, bool pack) {
   result.resident_before = heap.resident_bytes();
   if (heap.growable()) {
     if (pack) (detail::pack_class<Classes>(heap, result), ...);
-    (detail::gather_class<Classes>(heap, result), ...);
+    std::vector<bool> classes_above;
+    const std::uint64_t cut = detail::trim_cut(detail::InternalsAccess::take_snapshot(heap, false).view,
+                                               heap.mapped_block_count(), classes_above);
+    (detail::gather_class<Classes>(heap, cut, classes_above, result), ...);
     result.released_bytes = heap.release_free_memory();
   }
   result.resident_after = heap.resident_bytes();

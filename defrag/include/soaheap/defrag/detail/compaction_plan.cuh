@@ -399,8 +399,10 @@ struct ListClassBlocksKernel {
   std::uint32_t* ids;
   std::uint64_t* count;
   const std::uint64_t* working;
+  const std::uint64_t* skipped = nullptr;  ///< a bit per block not to list (an ordered run's old blocks)
   SOAHEAP_HD void operator()(std::uint64_t block) const {
-    const bool listed = *working != 0 && view.allocated_blocks(class_index).get(block);
+    const bool listed = *working != 0 && view.allocated_blocks(class_index).get(block) &&
+                        (skipped == nullptr || !read_only_bit(skipped, block));
     const std::uint64_t position = aggregated_fetch_add(count, listed ? 1 : 0);  // whole warps add
     if (listed) ids[position] = static_cast<std::uint32_t>(block);
   }

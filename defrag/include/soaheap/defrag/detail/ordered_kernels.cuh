@@ -51,6 +51,7 @@ struct OrderPlan {
   std::uint32_t* rank_of;       ///< [live] rank of each item
   std::uint64_t live = 0;       ///< L
   std::uint64_t new_block_count = 0;  ///< D = ceil(L/N)
+  std::uint64_t first_block = 0;      ///< blocks below it are not the run's (DefragOptions::first_block)
   int class_index = 0;
   int capacity = 1;
 
@@ -100,7 +101,7 @@ struct OrderSurveyKernel {
   SOAHEAP_HD void operator()(std::uint64_t block) const {
     const View& view = plan.view;
     OrderCounts& counts = *plan.counts;
-    const bool listed = view.allocated_blocks(plan.class_index).get(block);
+    const bool listed = block >= plan.first_block && view.allocated_blocks(plan.class_index).get(block);
     const bool free = view.free_blocks().get(block);
     const std::uint64_t allocation = listed ? atomic_load(&view.headers[block].allocation) & plan.full_mask() : 0;
     const auto objects = static_cast<std::uint64_t>(popcount(allocation));

@@ -66,6 +66,7 @@ struct OrderScratch {
   Memory sources[2];   ///< u64[capacity], or u32 likewise: block * 64 + slot
   Memory rank_of;      ///< u32[capacity]: item (address order) -> rank (key order)
   Memory new_blocks;   ///< u32[M]
+  Memory kept_blocks;  ///< u32[M]: the class's blocks a run from a first block leaves (made on first such run)
   Memory counts;       ///< OrderCounts
   Memory sort_temp;    ///< CUB temporary storage of the sort
   Memory scan_temp;    ///< CUB temporary storage of the flows' scan
@@ -179,13 +180,14 @@ const Word* sort_words(OrderScratch& scratch, const Executor& executor, std::uin
   return sorted;
 }
 
-/// Ordered compaction of concrete class C (the caller holds the heap's operation guard). Adds to
-/// @p result and to @p unused_before / @p unused_after, the class's free slots in blocks' worth.
+/// Ordered compaction of concrete class C (the caller holds the heap's operation guard), of its
+/// objects in blocks at or above @p first_block. Adds to @p result and to @p unused_before /
+/// @p unused_after, the class's free slots in blocks' worth (of the blocks it moves from).
 /// @throw out_of_memory when the heap has fewer free blocks than the class needs and cannot grow
 /// by them (nothing changed)
 template <class C, class Order, class... Classes>
-void compact_class_in_order(Heap<Classes...>& heap, const Order& order, bool map_fresh_blocks, DefragResult& result,
-                            double& unused_before, double& unused_after) {
+void compact_class_in_order(Heap<Classes...>& heap, const Order& order, bool map_fresh_blocks, std::uint64_t first_block,
+                            DefragResult& result, double& unused_before, double& unused_after) {
   using HeapType = Heap<Classes...>;
   using View = ::soaheap::detail::internals_t<HeapType>;
   constexpr int kClass = HeapType::template class_id<C>;
@@ -211,6 +213,7 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, bool map
   plan.new_blocks = scratch.new_blocks.template as<std::uint32_t>();
   plan.class_index = kClass;
   plan.capacity = kCapacity;
+  plan.first_block = first_block;
 
   scratch.order_timer.start(executor);
   executor.launch(sizeof(OrderCounts) / sizeof(std::uint64_t), ZeroWordsKernel{reinterpret_cast<std::uint64_t*>(plan.counts)});
@@ -228,7 +231,7 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, bool map
     // A growable heap maps the fresh blocks the run gathers into, then surveys again: the
     // heap's block count, and with it this run's view and scratch, may have changed.
     if (map_fresh_blocks && heap.reserve_blocks(heap.mapped_block_count() + (plan.new_block_count - counts.free_blocks)))
-      return compact_class_in_order<C>(heap, order, false, result, unused_before, unused_after);
+      return compact_class_in_order<C>(heap, order, false, first_block, result, unused_before, unused_after);
     throw out_of_memory("soaheap: ordered compaction of " + std::string(C::kName) + " needs " +
                         std::to_string(plan.new_block_count) + " free blocks for its " + std::to_string(counts.live) +
                         " objects (it gathers them into fresh blocks), but the heap has " +
@@ -257,6 +260,8 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, bool map
   // run (the GPU would idle in the timed window while the host allocates).
   scratch.order_timer.stop(executor);
   scratch.ensure(heap.backend(), blocks, counts.live);
+  if (first_block != 0 && scratch.kept_blocks.bytes() < blocks * sizeof(std::uint32_t))
+    scratch.kept_blocks = Memory(heap.backend(), blocks * sizeof(std::uint32_t));
   reserve_sort_temp(scratch, executor, counts.live);
   scratch.order_timer.start(executor);
   plan.keys = scratch.keys[0].get();
@@ -284,7 +289,16 @@ void compact_class_in_order(Heap<Classes...>& heap, const Order& order, bool map
       using Kernel = RewritePointersKernel<View, U, C, OrderRelocation<View, C, kField>>;
       constexpr int kHolder = HeapType::template class_id<U>;
       if constexpr (kHolder == kClass) {
-        executor.launch(Kernel::thread_count(plan.new_block_count), Kernel{plan.view, plan.new_blocks, {plan}});
+        if (first_block == 0) {
+          executor.launch(Kernel::thread_count(plan.new_block_count), Kernel{plan.view, plan.new_blocks, {plan}});
+        } else {  // the objects below first_block stayed and may point to moved ones: every block not old
+          std::uint32_t* kept = scratch.kept_blocks.template as<std::uint32_t>();
+          executor.launch(1, ZeroWordsKernel{shared.holder_count(kHolder)});
+          executor.launch(blocks, ListClassBlocksKernel<View>{plan.view, kHolder, kept, shared.holder_count(kHolder),
+                                                              device_listed, plan.old_bits});
+          executor.launch_counted(shared.holder_count(kHolder), Kernel::thread_count(1), Kernel::thread_count(blocks),
+                                  LaunchHint{}, Kernel{plan.view, kept, {plan}});
+        }
       } else {
         executor.launch(1, ZeroWordsKernel{shared.holder_count(kHolder)});
         executor.launch(blocks, ListClassBlocksKernel<View>{plan.view, kHolder, shared.class_list(kHolder),
