@@ -111,11 +111,10 @@ HeapStats Heap<Classes...>::stats() const {
   result.block_count = block_count_;
   result.mapped_blocks = mapped_blocks_.load();
   result.block_bytes = Layout::kDataBytes;
-  result.heap_bytes = heap_bytes();
   {
     std::unique_lock<std::mutex> lock;  // the grower thread may be mapping
     if (grower_ != nullptr) lock = std::unique_lock<std::mutex>(grower_->mutex());
-    result.resident_bytes = resident_bytes_locked();
+    result.resident_bytes = result.heap_bytes = resident_bytes_locked();
     result.metadata_bytes = result.resident_bytes - data_.resident_bytes();
   }
   result.scratch_bytes = scratch_bytes();
