@@ -38,8 +38,8 @@ ACCESS_POINTS = {
     # Grid kernels and the per-operation timer that compaction runs reuse.
     "soaheap/core/detail/kernels.cuh": {"defrag"},
     "soaheap/core/detail/operation_timer.cuh": {"defrag"},
-    # The DynaSOAr shim's allocator handle waits for the previous operation as the heap does.
-    "soaheap/core/detail/previous_operation_wait.cuh": {"compat"},
+    # The DynaSOAr shim's allocator handle keeps the host one operation ahead of the GPU.
+    "soaheap/core/detail/operations_ahead.cuh": {"compat"},
 }
 DETAIL_OF_INCLUDE = re.compile(r"^soaheap/([a-z_]+)/detail/")
 # A heap's internals (HeapInternals behind HeapView) are reached only through detail::internals();

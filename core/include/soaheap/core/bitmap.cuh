@@ -41,6 +41,17 @@ struct BitmapShape {
     } while (level_bits > 1);
     return shape;
   }
+
+  /// @brief This shape without the levels above the first whose word 0 covers bits [0, @p bits):
+  /// where the words lie stays the same. A growable heap shapes its bitmaps for its reservation
+  /// (the whole GPU: five levels for 512-byte blocks) but uses only what covers its blocks; each
+  /// level more is a dependent read in every search and an update in every word that empties.
+  BitmapShape covering(std::uint64_t bits) const {
+    BitmapShape shape = *this;
+    const int needed = for_bits(bits < 1 ? 1 : bits).level_count;
+    if (needed < shape.level_count) shape.level_count = needed;
+    return shape;
+  }
 };
 
 /// @brief A non-owning, trivially copyable view of a hierarchical bitmap (usable in kernels and host threads).

@@ -11,6 +11,7 @@
 #include <soaheap/core/detail/heap_growth.cuh>
 #include <soaheap/core/detail/kernels.cuh>
 #include <soaheap/core/detail/operation_timer.cuh>
+#include <soaheap/core/detail/operations_ahead.cuh>
 #include <soaheap/core/errors.hpp>
 #include <soaheap/core/heap_options.hpp>
 #include <soaheap/core/heap_view.cuh>
@@ -328,7 +329,10 @@ class Heap {
       if (!heap_.busy_.compare_exchange_strong(expected, true))
         throw usage_error(std::string("soaheap: ") + operation +
                           " refused: another parallel operation on this heap is in flight");
-      if (heap_.grower_ != nullptr) const_cast<Heap&>(heap_).keep_growth_headroom();
+      if (heap_.grower_ != nullptr) {
+        const_cast<Heap&>(heap_).keep_growth_headroom();
+        heap_.operations_ahead_.mark_and_wait(heap_.executor_);  // the launch queue never fills
+      }
     }
     ~OperationGuard() { heap_.busy_.store(false); }
     OperationGuard(const OperationGuard&) = delete;
@@ -373,7 +377,7 @@ class Heap {
     internals.data_base = reinterpret_cast<std::uint64_t>(data_.get());
     internals.block_count = block_count_;  // never less than the blocks a running kernel may grow to
     internals.bitmap_words = bitmaps_.as<std::uint64_t>();
-    internals.bitmap_shape = shape_;
+    internals.bitmap_shape = shape_.covering(block_count_);  // the levels above are not kept
     internals.state = runtime_.as<detail::HeapRuntimeState>();
     return internals;
   }
@@ -476,7 +480,7 @@ class Heap {
   std::uint64_t initial_mapped_blocks_ = 0;
   std::atomic<std::uint64_t> growth_limit_{0};  ///< block_count_ as the grower thread may read it
   mutable std::uint64_t published_host_ = 0;     ///< blocks whose publication the host has enqueued
-  BitmapShape shape_{};
+  BitmapShape shape_{};  ///< of the reservation; kernels use the levels that cover block_count_
   std::unique_ptr<detail::ThreadPool> pool_;
   detail::Executor executor_;
   detail::GrowableMemory data_;
@@ -484,6 +488,8 @@ class Heap {
   detail::GrowableMemory bitmaps_;  ///< every bitmap, interleaved word by word, shaped for max_blocks_
   detail::MappedWord free_word_staging_;  ///< cuda: pinned all-ones words the grower copies free bits from
   std::unique_ptr<detail::HeapGrower> grower_;
+  /// A growable heap's operations: the host stays kGrowableOperationsAhead ahead of the GPU at most.
+  mutable detail::OperationsAhead operations_ahead_{detail::kGrowableOperationsAhead};
   detail::Memory runtime_;
   /// Raised by the first recorded error (HeapRuntimeState::error_signal); empty on the host backend.
   detail::MappedWord error_signal_;

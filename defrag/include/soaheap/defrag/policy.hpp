@@ -114,7 +114,8 @@ class DefragPolicy {
   }
 
   /// @brief Defragments what the policy asks for at @p iteration (call it between kernels).
-  /// @return one result per class that was defragmented (empty when the policy did nothing)
+  /// @return one result per class that was defragmented, including the compactions that gave
+  ///         memory back (release_memory); empty when no object moved
   /// @throw config_error when a per-class setting does not fit the heap (unknown class, n >= capacity)
   /// @throw usage_error while another operation on the heap is in flight
   template <class HeapType>
@@ -124,7 +125,7 @@ class DefragPolicy {
     if (heap.growable()) release_backoff_.observe(iteration, heap.mapped_block_count());
     if (config_.policy == DefragPolicyKind::automatic) return maybe_defrag_automatically(heap, iteration);
     if (config_.policy == DefragPolicyKind::every && (iteration <= 0 || iteration % config_.every != 0)) {
-      if (release_pending_) release_memory(heap, iteration);
+      if (release_pending_) release_memory(heap, iteration, results);
       return results;
     }
     validate(config_, detail::class_infos(heap));
@@ -166,7 +167,7 @@ class DefragPolicy {
     if (results.empty())
       log::debug("defrag policy ", to_string(config_.policy), " at iteration ", iteration,
                  ": no class needed defragmentation");
-    if (!results.empty() || release_pending_) release_memory(heap, iteration);
+    if (!results.empty() || release_pending_) release_memory(heap, iteration, results);
     return results;
   }
 
@@ -231,9 +232,11 @@ class DefragPolicy {
   /// memory above them back, down to the heap's initial size (soaheap::trim without packing: the
   /// policy just packed). Less is left mapped: gathering moves every object above a hole, and the
   /// next growth would map it again. A release the backoff holds back stays pending and comes at
-  /// the first call where it is due, compaction or not. Returns whether it gathered and released.
+  /// the first call where it is due, compaction or not. The compactions of the gathering join
+  /// @p results (objects moved: the caller refreshes its pointers as after any run, even in a call
+  /// that compacted nothing). Returns whether it gathered and released.
   template <class HeapType>
-  bool release_memory(HeapType& heap, long long iteration) {
+  bool release_memory(HeapType& heap, long long iteration, std::vector<DefragResult>& results) {
     release_pending_ = false;
     if (!config_.releases_memory() || !heap.growable()) return false;
     if (heap.mapped_block_count() <= heap.initial_mapped_blocks()) return false;  // nothing it would release
@@ -247,7 +250,8 @@ class DefragPolicy {
     const std::uint64_t in_use = stats.mapped_blocks - std::min(stats.free_blocks, stats.mapped_blocks);
     const std::uint64_t kept = std::max<std::uint64_t>(in_use, heap.initial_mapped_blocks());
     if (kept >= stats.mapped_blocks || (stats.mapped_blocks - kept) * 3 < stats.mapped_blocks) return false;
-    const TrimResult trimmed = trim(heap, false);
+    TrimResult trimmed = trim(heap, false);
+    for (DefragResult& run : trimmed.runs) results.push_back(std::move(run));
     release_backoff_.released(iteration, heap.mapped_block_count());
     log::info("defrag policy ", to_string(config_.policy), " at iteration ", iteration, ": released ",
               trimmed.released_bytes, " bytes (resident ", trimmed.resident_before, " -> ", trimmed.resident_after, ")");
@@ -325,7 +329,7 @@ class DefragPolicy {
       if (auto_.release_fits(milliseconds_since(start_))) {
         heap.synchronize();
         const Clock::time_point release_start = Clock::now();
-        const bool released = release_memory(heap, iteration);
+        const bool released = release_memory(heap, iteration, results);
         auto_.released_memory(milliseconds_since(release_start), released);
       } else {
         release_pending_ = true;

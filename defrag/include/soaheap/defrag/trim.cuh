@@ -29,7 +29,16 @@ struct TrimResult {
   std::uint64_t resident_after = 0;
   std::uint64_t released_bytes = 0;   ///< memory given back
   int classes_moved = 0;              ///< classes gathered toward the heap's start
-  DefragResult compaction;            ///< the ordered compactions, summed
+  /// The compactions it ran, one per class (packing, then gathering): objects moved as by
+  /// defragment(), so pointers to them kept outside the heap need refreshing.
+  std::vector<DefragResult> runs;
+
+  /// Objects moved by all its runs.
+  std::uint64_t objects_moved() const {
+    std::uint64_t moved = 0;
+    for (const DefragResult& run : runs) moved += run.objects_moved;
+    return moved;
+  }
 };
 
 /// @brief Gathers the objects of @p heap toward its start and releases the free memory at its end.
@@ -84,12 +93,6 @@ std::uint64_t trim_cut(const Internals& view, std::uint64_t mapped, std::vector<
   return cut;
 }
 
-inline void add_moves(const DefragResult& moved, TrimResult& result) {
-  result.compaction.objects_moved += moved.objects_moved;
-  result.compaction.bytes_moved += moved.bytes_moved;
-  result.compaction.blocks_freed += moved.blocks_freed;
-}
-
 /// Packs class C into the fewest blocks (the emptiest give their objects to the fullest), which
 /// frees blocks all over the heap for the gathering step to move into.
 template <class C, class... Classes>
@@ -99,7 +102,7 @@ void pack_class(Heap<Classes...>& heap, TrimResult& result) {
     DefragOptions options;
     options.subclasses = false;
     options.target = DefragTarget::minimum;
-    add_moves(defragment<C>(heap, options), result);
+    result.runs.push_back(defragment<C>(heap, options));
   }
 }
 
@@ -112,7 +115,7 @@ void gather_class(Heap<Classes...>& heap, std::uint64_t cut, const std::vector<b
     options.subclasses = false;
     options.map_fresh_blocks = false;  // the cut leaves free blocks enough below it
     options.first_block = cut;
-    add_moves(defragment<C>(heap, options, order_by_position()), result);
+    result.runs.push_back(defragment<C>(heap, options, order_by_position()));
     ++result.classes_moved;
   }
 }

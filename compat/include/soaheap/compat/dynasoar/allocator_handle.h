@@ -5,7 +5,7 @@
 
 #include <soaheap/compat/dynasoar/soa_allocator.h>
 #include <soaheap/core/backend.cuh>
-#include <soaheap/core/detail/previous_operation_wait.cuh>
+#include <soaheap/core/detail/operations_ahead.cuh>
 #include <soaheap/core/errors.hpp>
 #include <soaheap/core/heap.cuh>
 #include <soaheap/core/memory.cuh>
@@ -310,7 +310,7 @@ class AllocatorHandle {
     if (synchronous_) {
       heap_.synchronize();
     } else {
-      previous_operation_.mark_and_wait_for_previous(heap_.executor());
+      previous_operation_.mark_and_wait(heap_.executor());
       heap_.throw_signalled_error();
     }
     // A heap that grew gets more blocks that kernels may index: the allocator the program's own
@@ -360,7 +360,7 @@ class AllocatorHandle {
   ::soaheap::detail::Memory allocator_memory_;
   std::uint64_t uploaded_block_count_ = 0;
   bool synchronous_;
-  ::soaheap::detail::PreviousOperationWait previous_operation_;
+  ::soaheap::detail::OperationsAhead previous_operation_{1};  // waits for the operation before
   int defrag_runs_ = 0;
   ::soaheap::DefragResult defrag_totals_;
   CollectedStats collected_;

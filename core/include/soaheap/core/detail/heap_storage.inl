@@ -180,6 +180,13 @@ void Heap<Classes...>::extend_capacity(std::uint64_t blocks) {
   }
   const std::uint64_t before = block_count_;
   executor_.run(capacity - before, detail::InitializeHeadersKernel<Internals>{make_internals(), before});
+  const int levels_before = shape_.covering(before).level_count;
+  if (shape_.covering(capacity).level_count > levels_before) {
+    Internals grown = make_internals();
+    grown.block_count = capacity;
+    grown.bitmap_shape = shape_.covering(capacity);
+    executor_.run(Internals::kBitmapCount, detail::RebuildUpperLevelsKernel<Internals>{grown, levels_before - 1});
+  }
   block_count_ = capacity;
   growth_limit_ = capacity;
   runtime_.copy_from_host(offsetof(detail::HeapRuntimeState, block_limit), &capacity, sizeof(capacity));

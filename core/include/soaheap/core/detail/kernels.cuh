@@ -47,6 +47,32 @@ struct InitializeHeadersKernel {
   SOAHEAP_HD void operator()(std::uint64_t index) const { reset_header(view, first + index); }
 };
 
+/// Derives a growable heap's bitmap levels from @p from_level up again when its blocks came to need
+/// more levels (BitmapShape::covering): the levels above the old top were not kept, and their words
+/// may still say what they said before a release. Every level up to @p from_level is exact, and
+/// blocks beyond the old count have no bit set. One thread per bitmap; a few words per level.
+template <class View>
+struct RebuildUpperLevelsKernel {
+  View view;       ///< with the new block count and levels
+  int from_level;  ///< the old top level (exact)
+  SOAHEAP_HD void operator()(std::uint64_t index) const {
+    const BitmapView bitmap = view.bitmap(static_cast<int>(index));
+    std::uint64_t words = view.block_words();  // of the level below the one written
+    for (int level = 0; level + 1 < bitmap.level_count(); ++level) {
+      const std::uint64_t parents = (words + 63) / 64;
+      if (level >= from_level) {
+        for (std::uint64_t parent = 0; parent < parents; ++parent) {
+          std::uint64_t bits = 0;
+          for (std::uint64_t child = parent * 64; child < words && child < parent * 64 + 64; ++child)
+            if (atomic_load(&bitmap.word(level, child)) != 0) bits |= std::uint64_t{1} << (child % 64);
+          atomic_store(&bitmap.word(level + 1, parent), bits);
+        }
+      }
+      words = parents;
+    }
+  }
+};
+
 /// Publishes blocks whose free bits were written by copy (a growing heap's new blocks, see
 /// heap_growth.cuh): one thread per level-0 word from @p first_word, blocks up to @p blocks.
 template <class View>

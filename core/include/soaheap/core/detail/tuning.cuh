@@ -55,4 +55,8 @@ inline constexpr int kEnumerationBlocksPerLane = 4;
 /// per-class counters add up with few atomics, enough to fill the GPU for large heaps.
 inline constexpr std::uint64_t kStatisticsBlocksPerThread = 256;
 
+/// Operations the host may be ahead of the GPU on a growable heap (detail/operations_ahead.cuh):
+/// a few hundred launches, far from a full launch queue, and enough to keep the GPU fed.
+inline constexpr int kGrowableOperationsAhead = 32;
+
 }  // namespace soaheap::detail
