@@ -105,9 +105,41 @@ class BitmapView {
   }
 
   /// @brief Re-derives the upper levels above level-0 word @p word_index after its bits were written
-  /// directly (a heap that grew wrote the free bits of its new blocks by copy). Safe to repeat and
+  /// directly (a fixed heap writes its free bits by copy when it is made). Safe to repeat and
   /// to run from many threads at once.
   SOAHEAP_HD void refresh_parents(std::uint64_t word_index) const { propagate(0, word_index); }
+
+  /// @brief Sets bits [@p from, @p to) and their parents: bits that were all clear and that no
+  /// search could reach (a growing heap's new blocks). Bottom up — one store per level-0 word (an
+  /// atomic or for the word it shares with bits below @p from), then one atomic or per parent word
+  /// — so a search finds a bit only once its word is written; a word that other threads emptied
+  /// meanwhile is settled as their own update would. One caller at a time per range.
+  SOAHEAP_HD void set_new_run(std::uint64_t from, std::uint64_t to) const {
+    if (to <= from) return;
+    std::uint64_t first = from / 64, end = (to + 63) / 64;
+    for (std::uint64_t w = first; w < end; ++w) {
+      const int low = w == first ? static_cast<int>(from % 64) : 0;
+      const int high = w + 1 == end && to % 64 != 0 ? static_cast<int>(to % 64) : 64;
+      const std::uint64_t mask = detail::low_bits(high) & ~detail::low_bits(low);
+      if (low != 0) detail::atomic_fetch_or(&word(0, w), mask);
+      else detail::atomic_store(&word(0, w), mask);
+    }
+    for (int level = 0; level + 1 < level_count_; ++level) {
+      const std::uint64_t parent_first = first / 64, parent_end = (end - 1) / 64 + 1;
+      for (std::uint64_t parent = parent_first; parent < parent_end; ++parent) {
+        const std::uint64_t lo = first > parent * 64 ? first : parent * 64;
+        const std::uint64_t hi = end < parent * 64 + 64 ? end : parent * 64 + 64;
+        detail::memory_fence();
+        detail::atomic_fetch_or(&word(level + 1, parent),
+                                detail::low_bits(static_cast<int>(hi - parent * 64)) & ~detail::low_bits(static_cast<int>(lo - parent * 64)));
+        detail::memory_fence();
+        for (std::uint64_t child = lo; child < hi; ++child)
+          if (detail::atomic_load(&word(level, child)) == 0) propagate(level, child);
+      }
+      first = parent_first;
+      end = parent_end;
+    }
+  }
 
   /// @brief True when no bit appears set (exact when no operation is in flight).
   SOAHEAP_HD bool appears_empty() const { return detail::atomic_load(&word(level_count_ - 1, 0)) == 0; }

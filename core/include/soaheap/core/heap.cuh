@@ -422,11 +422,12 @@ class Heap {
   void extend_capacity(std::uint64_t blocks);
   /// Keeps block_count_ at least growth_headroom times the mapped blocks: what a kernel may grow to.
   void keep_growth_headroom();
-  /// The grower's work: maps data for blocks up to at least @p target and writes their free bits.
+  /// The grower's work: maps data for blocks up to at least @p target (nothing else: see heap_growth.cuh).
   detail::HeapGrower::Result map_blocks(std::uint64_t target);
-  /// Writes the free bits of blocks [from, to) (level 0 only, by copy) for map_blocks.
-  void write_free_words(std::uint64_t from, std::uint64_t to);
-  /// Enqueues the publication of blocks mapped since the host's last one (idempotent).
+  /// A fixed heap's creation: the free bits of its @p blocks blocks (level 0 only, by copy).
+  void write_free_words(std::uint64_t blocks);
+  /// Enqueues the publication of blocks mapped since the host's last one (a waiting kernel may
+  /// have published them already).
   void publish_grown_blocks() const;
   bool commit_metadata(std::uint64_t blocks);  ///< maps headers and bitmap words of [0, blocks)
   /// Gives back the headers and bitmap words of blocks [@p blocks, block_count_) (all free, unmapped).
@@ -486,7 +487,6 @@ class Heap {
   detail::GrowableMemory data_;
   detail::GrowableMemory headers_;
   detail::GrowableMemory bitmaps_;  ///< every bitmap, interleaved word by word, shaped for max_blocks_
-  detail::MappedWord free_word_staging_;  ///< cuda: pinned all-ones words the grower copies free bits from
   std::unique_ptr<detail::HeapGrower> grower_;
   /// A growable heap's operations: the host stays kGrowableOperationsAhead ahead of the GPU at most.
   mutable detail::OperationsAhead operations_ahead_{detail::kGrowableOperationsAhead};

@@ -430,10 +430,10 @@ void Heap<Classes...>::check_address_space() const {
 template <class... Classes>
 void Heap<Classes...>::initialize() {
   executor_.run(block_count_, detail::InitializeHeadersKernel<Internals>{make_internals()});
-  // Bitmaps start empty, then the free bitmap (index 0) gets the mapped blocks: level 0 written
-  // like a growth writes it, the upper levels set by the same publication kernel.
+  // Bitmaps start empty, then the free bitmap (index 0) gets the mapped blocks: a fixed heap's
+  // level 0 by copy and the levels above by a kernel, a growable heap's like any growth.
   if (!bitmaps_.growable()) bitmaps_.fill_byte(0, bitmaps_.reserved_bytes(), 0);
-  write_free_words(0, mapped_blocks_.load());
+  if (grower_ == nullptr) write_free_words(mapped_blocks_.load());
   detail::HeapRuntimeState state{};
   for (int c = 0; c < kClassCount; ++c) {
     defrag_factor_[c] = 1;
@@ -447,8 +447,12 @@ void Heap<Classes...>::initialize() {
   runtime_.copy_from_host(0, &state, sizeof(state));
   published_host_ = 0;
   const std::uint64_t mapped = mapped_blocks_.load();
-  executor_.run((mapped + 63) / 64, detail::PublishGrownBlocksKernel<Internals>{make_internals(), 0, mapped});
-  published_host_ = mapped;
+  if (grower_ == nullptr) {
+    executor_.run((mapped + 63) / 64, detail::PublishFreeBlocksKernel<Internals>{make_internals(), mapped});
+    published_host_ = mapped;
+  } else {
+    publish_grown_blocks();
+  }
   executor_.synchronize();
 }
 

@@ -4,19 +4,21 @@
 ///        allocation that found no free block) and the host side (`HeapGrower`, a thread that maps
 ///        memory when asked).
 ///
-/// The protocol, over a GrowthChannel in device memory:
+/// The protocol, over a GrowthChannel:
 /// 1. An allocation that finds the heap full raises `requested` (atomic max) to the blocks it needs;
 ///    the thread that raised it copies the value to a pinned host word, the grower's signal. Then
-///    it waits, at most kGrowthWaitNanoseconds, reading only device memory.
+///    it waits, at most kGrowthWaitNanoseconds.
 /// 2. The grower thread sees the signal, maps data memory for more blocks (a step of about an
-///    eighth of the heap at least, so growth keeps ahead of the allocation rate), writes the free
-///    bits of the new blocks' level-0 words by copy — words no kernel has looked at, since no upper
-///    bitmap level points at them yet — and copies a larger `grant` in. When it cannot (max_bytes
-///    reached, no GPU memory, or the blocks whose headers and bitmaps exist used up) it copies in
-///    `refused` and keeps the reason on the host. Its copies run on a stream of its own.
-/// 3. Every waiting thread that sees a larger grant sets the upper bitmap levels above the new
-///    words (idempotent, so any number may do it at once) and raises `published_blocks`; the
-///    allocation then tries again and finds the new blocks.
+///    eighth of the heap at least, so growth keeps ahead of the allocation rate) and writes its
+///    answer — the blocks mapped, or the request it could not meet (max_bytes reached, no GPU
+///    memory, or the blocks whose headers and bitmaps exist used up; the reason stays on the host)
+///    — into pinned host words. It calls nothing but the driver's mapping functions: a copy, a
+///    memset or a kernel on any stream waits for every running kernel while another host thread is
+///    blocked in cudaMemcpy or cudaFree, and mapping does not (tools/gpu/growth-lock-probe.cu).
+/// 3. One waiting thread at a time (the reader) takes a new answer: it sets the new blocks' free
+///    bits and the bitmap levels above them (BitmapView::set_new_run) and raises `written` and
+///    `published_blocks`. Every waiting thread then finds the new blocks. Between kernels the host
+///    takes answers no waiting thread took with a one-thread kernel.
 /// Growth never moves anything: blocks are appended inside the heap's reserved addresses.
 
 #include <soaheap/base/portability.cuh>
@@ -61,13 +63,41 @@ SOAHEAP_HD inline void signal_request(GrowthChannel* channel, std::uint64_t valu
   }
 }
 
-/// Sets the upper bitmap levels above the free bits the grower wrote for blocks [from, to) and
-/// makes them count as published.
+/// Reads a word of the grower's answer (pinned host memory on cuda).
+SOAHEAP_HD inline std::uint64_t answer_load(const std::uint64_t* word) {
+#if SOAHEAP_DEVICE_CODE
+  return *reinterpret_cast<const volatile unsigned long long*>(word);
+#else
+  return __atomic_load_n(word, __ATOMIC_SEQ_CST);
+#endif
+}
+
+/// Takes the grower's latest answer unless another thread is taking it: publishes the blocks it
+/// mapped (their free bits and the levels above, then `published_blocks`) and its refusal, which
+/// also clears a kernel's give-up.
 template <class Heap>
-SOAHEAP_HD void publish_grown_blocks(const Heap& heap, std::uint64_t from, std::uint64_t to) {
-  const auto free_bits = heap.free_blocks();
-  for (std::uint64_t w = from / 64; w < (to + 63) / 64; ++w) free_bits.refresh_parents(w);
-  atomic_max(&heap.state->published_blocks, to);
+SOAHEAP_HD void take_growth_answer(const Heap& heap) {
+  GrowthChannel* channel = heap.state->growth;
+  if (atomic_cas(&channel->reader, 0, 1) != 0) return;
+  const std::uint64_t count = answer_load(channel->answer + kAnswerCount);
+  if (count != atomic_load(&channel->answers_taken)) {
+#if SOAHEAP_DEVICE_CODE
+    __threadfence_system();  // the grower writes the count last
+#endif
+    const std::uint64_t mapped = answer_load(channel->answer + kAnswerBlocks);
+    const std::uint64_t refused = answer_load(channel->answer + kAnswerRefused);
+    const std::uint64_t written = atomic_load(&channel->written);
+    if (mapped > written) {
+      heap.free_blocks().set_new_run(written, mapped);
+      atomic_store(&channel->written, mapped);
+      memory_fence();
+      atomic_max(&heap.state->published_blocks, mapped);
+    }
+    atomic_store(&channel->refused, refused);
+    atomic_store(&channel->answers_taken, count);
+  }
+  memory_fence();
+  atomic_store(&channel->reader, 0);
 }
 
 /// @brief Asks the host for @p blocks more blocks and waits for them. True once the heap has grown
@@ -88,12 +118,8 @@ SOAHEAP_HD bool grow_heap(const Heap& heap, std::uint64_t blocks) {
   const auto start = std::chrono::steady_clock::now();
 #endif
   for (int round = 0;; ++round) {
-    const std::uint64_t grant = atomic_load(&channel->grant);
-    if (grant > published) {
-      memory_fence();
-      publish_grown_blocks(heap, published, grant);
-      return true;
-    }
+    take_growth_answer(heap);
+    if (atomic_load(&heap.state->published_blocks) > published) return true;
     if (atomic_load(&channel->refused) >= target) return false;
     // A store to the host that lost a race with a smaller one is repeated now and then.
     if (round % 1024 == 1023 && atomic_load(&channel->requested) == target) signal_store(channel->request_signal, target);
@@ -105,8 +131,7 @@ SOAHEAP_HD bool grow_heap(const Heap& heap, std::uint64_t blocks) {
                          kGrowthWaitNanoseconds;
 #endif
     if (expired) {
-      // The host did not answer: its thread may be blocked in a call that waits for this kernel
-      // (cudaFree does, under a driver lock that mapping needs too). Give up for the whole kernel.
+      // The host did not answer (its grower thread stopped?). Give up for the whole kernel.
       atomic_max(&channel->refused, kGrowthGaveUp);
       signal_store(channel->gave_up_signal, 1);
       return false;
@@ -117,8 +142,6 @@ SOAHEAP_HD bool grow_heap(const Heap& heap, std::uint64_t blocks) {
     if (round < 8) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(20));
 #endif
-    // Another thread may have published a grant we have not seen as larger than our start.
-    if (atomic_load(&heap.state->published_blocks) > published) return true;
   }
 }
 
@@ -134,28 +157,28 @@ class HeapGrower {
   };
   using Grow = std::function<Result(std::uint64_t target)>;
 
+  /// @param blocks blocks mapped at the start: the first answer, which the heap's first
+  ///        publication takes (their free bits are not set yet)
   HeapGrower(Backend backend, std::uint64_t blocks, Grow grow)
       : grow_(std::move(grow)), backend_(backend), channel_(backend, sizeof(GrowthChannel)), granted_(blocks) {
-    GrowthChannel initial{blocks, blocks, 0, nullptr, nullptr};
+    GrowthChannel initial{blocks, 0, 0, 0, 0, nullptr, nullptr, nullptr};
     if (backend == Backend::cuda) {
-      // [0] the request signal, [1..3] staging for the copies of requested, grant and refused.
-      pinned_ = MappedWord(backend, blocks, 4);
+      pinned_ = MappedWord(backend, 0, 1 + kAnswerWords);  // the request signal, then the answer
       pinned_gave_up_ = MappedWord(backend, 0);
-      signal_ = pinned_.host();
+      words_ = pinned_.host();
       gave_up_ = pinned_gave_up_.host();
       initial.request_signal = pinned_.device();
       initial.gave_up_signal = pinned_gave_up_.device();
-#if SOAHEAP_HAS_CUDA
-      SOAHEAP_CUDA_CHECK(cudaGetDevice(&device_index_));
-      // Its copies must not wait for the heap's kernels, which may be waiting for them.
-      SOAHEAP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-#endif
+      initial.answer = pinned_.device() + 1;
     } else {
-      own_signal_ = blocks;
-      signal_ = initial.request_signal = &own_signal_;
+      words_ = own_words_;
       gave_up_ = initial.gave_up_signal = &own_gave_up_;
+      initial.request_signal = own_words_;
+      initial.answer = own_words_ + 1;
     }
+    __atomic_store_n(words_, blocks, __ATOMIC_SEQ_CST);
     channel_.copy_from_host(0, &initial, sizeof(initial));
+    tell_kernels();
     thread_ = std::thread([this] { run(); });
   }
   HeapGrower(const HeapGrower&) = delete;
@@ -167,14 +190,7 @@ class HeapGrower {
     }
     wake_.notify_all();
     thread_.join();
-#if SOAHEAP_HAS_CUDA
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-#endif
   }
-#if SOAHEAP_HAS_CUDA
-  /// The grower's own stream (cuda): copies on it run while the heap's kernels wait.
-  cudaStream_t stream() const { return stream_; }
-#endif
 
   /// The channel as kernels see it.
   GrowthChannel* device_channel() const { return channel_.as<GrowthChannel>(); }
@@ -186,13 +202,16 @@ class HeapGrower {
     std::lock_guard<std::mutex> lock(mutex_);
     return answer(target);
   }
-  /// Tells the channel that the heap has @p blocks now (after a trim gave blocks back). The caller
-  /// holds mutex() and no kernel runs.
+  /// Tells the channel that the heap has @p blocks now, their free bits set (after a trim gave
+  /// blocks back). The caller holds mutex() and no kernel runs.
   void reset(std::uint64_t blocks) {
     granted_ = blocks;
     refused_ = 0;
-    __atomic_store_n(signal_, blocks, __ATOMIC_SEQ_CST);
-    tell_kernels(true);
+    __atomic_store_n(words_, blocks, __ATOMIC_SEQ_CST);
+    const std::uint64_t count = tell_kernels();
+    const std::uint64_t state[] = {blocks, blocks, 0, 0, count};  // requested .. answers_taken
+    static_assert(offsetof(GrowthChannel, requested) == 0 && offsetof(GrowthChannel, answers_taken) == 4 * sizeof(std::uint64_t));
+    channel_.copy_from_host(0, state, sizeof(state));
   }
 
   /// Why the last request that could not be met was refused.
@@ -213,37 +232,20 @@ class HeapGrower {
       refused_reason_ = result.refusal;
       refused_ = target;
     }
-    tell_kernels(false);
+    tell_kernels();
     growths_.fetch_add(1);
     return result;
   }
 
-  /// Copies grant and refused into the channel, and requested too (as the grant) on a reset.
-  void tell_kernels(bool reset_request) {
-    GrowthChannel* channel = device_channel();
-    if (backend_ == Backend::host) {
-      if (reset_request) atomic_store(&channel->requested, granted_);
-      atomic_store(&channel->grant, granted_);
-      atomic_store(&channel->refused, refused_);
-      return;
-    }
-#if SOAHEAP_HAS_CUDA
-    std::uint64_t* staging = pinned_.host() + 1;
-    staging[0] = staging[1] = granted_;
-    staging[2] = refused_;
-    const int first = reset_request ? 0 : 1;
-    static_assert(offsetof(GrowthChannel, grant) == offsetof(GrowthChannel, requested) + 8 &&
-                  offsetof(GrowthChannel, refused) == offsetof(GrowthChannel, grant) + 8);
-    SOAHEAP_CUDA_CHECK(cudaMemcpyAsync(&channel->requested + first, staging + first, (3 - first) * sizeof(std::uint64_t),
-                                       cudaMemcpyHostToDevice, stream_));
-    SOAHEAP_CUDA_CHECK(cudaStreamSynchronize(stream_));
-#endif
+  /// Writes the answer (blocks granted, the last refused request) and counts it; returns the count.
+  std::uint64_t tell_kernels() {
+    std::uint64_t* answer = words_ + 1;
+    __atomic_store_n(answer + kAnswerBlocks, granted_, __ATOMIC_SEQ_CST);
+    __atomic_store_n(answer + kAnswerRefused, refused_, __ATOMIC_SEQ_CST);
+    return __atomic_add_fetch(answer + kAnswerCount, 1, __ATOMIC_SEQ_CST);  // last: readers take the two above
   }
 
   void run() {
-#if SOAHEAP_HAS_CUDA
-    if (stream_ != nullptr) cudaSetDevice(device_index_);
-#endif
     int idle = 0;
     for (;;) {
       {
@@ -260,9 +262,9 @@ class HeapGrower {
         if (__atomic_exchange_n(gave_up_, 0, __ATOMIC_SEQ_CST) != 0) {
           // A kernel waited in vain; kernels may grow again (tell_kernels below clears refused).
           refused_reason_ = GrowthRefusal::no_answer;
-          tell_kernels(false);
+          tell_kernels();
         }
-        const std::uint64_t request = __atomic_load_n(signal_, __ATOMIC_SEQ_CST);
+        const std::uint64_t request = __atomic_load_n(words_, __ATOMIC_SEQ_CST);
         if (request > granted_ && request > refused_) {
           answer(request);
           answered = true;
@@ -284,11 +286,11 @@ class HeapGrower {
   Grow grow_;
   Backend backend_;
   Memory channel_;              ///< the GrowthChannel (device memory on cuda)
-  MappedWord pinned_;           ///< cuda: the signal word and the staging of the channel's copies
+  MappedWord pinned_;           ///< cuda: the request signal, then the answer
   MappedWord pinned_gave_up_;   ///< cuda: the gave-up flag
-  std::uint64_t own_signal_ = 0;  ///< host: the signal word
+  std::uint64_t own_words_[1 + kAnswerWords] = {};  ///< host: the request signal, then the answer
   std::uint64_t own_gave_up_ = 0;
-  std::uint64_t* signal_ = nullptr;
+  std::uint64_t* words_ = nullptr;   ///< the request signal, then the answer (pinned_ or own_words_)
   std::uint64_t* gave_up_ = nullptr;
   // The host's side of the channel, changed under mutex_.
   std::uint64_t granted_;
@@ -300,10 +302,6 @@ class HeapGrower {
   bool stop_ = false;
   std::atomic<std::uint64_t> longest_answer_{0};
   std::atomic<std::uint64_t> growths_{0};
-#if SOAHEAP_HAS_CUDA
-  cudaStream_t stream_ = nullptr;
-  int device_index_ = 0;
-#endif
   std::thread thread_;
 };
 

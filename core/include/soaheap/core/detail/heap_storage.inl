@@ -112,8 +112,6 @@ void Heap<Classes...>::make_storage(std::uint64_t initial_blocks) {
   growth_limit_ = capacity;
   mapped_blocks_ = mapped;
   initial_mapped_blocks_ = mapped;
-  if (backend == Backend::cuda)  // ones for every level-0 word of the reservation, then one for a partial word
-    free_word_staging_ = detail::MappedWord(backend, ~std::uint64_t{0}, static_cast<int>(shape_.level_words[0] + 1));
   grower_ = std::make_unique<detail::HeapGrower>(backend, mapped,
                                                  [this](std::uint64_t target) { return map_blocks(target); });
 }
@@ -217,58 +215,41 @@ detail::HeapGrower::Result Heap<Classes...>::map_blocks(std::uint64_t target) {
     goal = std::min(limit, detail::round_up(target, 64));
     if (!data_.ensure(goal * Layout::kDataBytes)) return {mapped, detail::GrowthRefusal::device_memory};
   }
-  write_free_words(mapped, goal);
-  mapped_blocks_ = goal;
+  mapped_blocks_ = goal;  // free bits: set on the device by whoever takes the answer (heap_growth.cuh)
   return {goal, goal >= target ? detail::GrowthRefusal::none : at_limit};
 }
 
 template <class... Classes>
-void Heap<Classes...>::write_free_words(std::uint64_t from, std::uint64_t to) {
+void Heap<Classes...>::write_free_words(std::uint64_t blocks) {
   const BitmapView free_bits = make_internals().free_blocks();
-  const std::uint64_t first = from / 64;
-  const std::uint64_t end = (to + 63) / 64;
+  const std::uint64_t end = (blocks + 63) / 64;
   const auto value = [&](std::uint64_t word) {
-    return to >= word * 64 + 64 ? ~std::uint64_t{0} : detail::low_bits(static_cast<int>(to - word * 64));
+    return blocks >= word * 64 + 64 ? ~std::uint64_t{0} : detail::low_bits(static_cast<int>(blocks - word * 64));
   };
-  if (end <= first) return;
   if (options_.backend == Backend::host) {
-    for (std::uint64_t w = first; w < end; ++w) detail::atomic_store(free_bits.level0_word(w), value(w));
+    for (std::uint64_t w = 0; w < end; ++w) detail::atomic_store(free_bits.level0_word(w), value(w));
     return;
   }
 #if SOAHEAP_HAS_CUDA
+  // Nothing runs yet: one plain strided copy.
   constexpr std::size_t kPitch = Internals::kBitmapCount * sizeof(std::uint64_t);
-  if (grower_ == nullptr) {  // a fixed heap's creation: nothing runs, one plain strided copy
-    std::vector<std::uint64_t> words(end - first);
-    for (std::uint64_t w = first; w < end; ++w) words[w - first] = value(w);
-    SOAHEAP_CUDA_CHECK(cudaMemcpy2D(free_bits.level0_word(first), kPitch, words.data(), sizeof(std::uint64_t),
-                                    sizeof(std::uint64_t), words.size(), cudaMemcpyHostToDevice));
-    return;
-  }
-  // Whole words from pinned words of ones, one strided copy on the grower's stream (no kernel: the
-  // heap's kernels may fill the GPU while they wait for this); then the last, partial word.
-  std::uint64_t* staging = free_word_staging_.host();
-  std::uint64_t* partial = staging + shape_.level_words[0];
-  const std::uint64_t whole = value(end - 1) == ~std::uint64_t{0} ? end - first : end - first - 1;
-  const cudaStream_t stream = grower_->stream();
-  if (whole != 0)
-    SOAHEAP_CUDA_CHECK(cudaMemcpy2DAsync(free_bits.level0_word(first), kPitch, staging, sizeof(std::uint64_t), sizeof(std::uint64_t), whole,
-                                         cudaMemcpyHostToDevice, stream));
-  if (whole != end - first) {
-    *partial = value(end - 1);
-    SOAHEAP_CUDA_CHECK(cudaMemcpyAsync(free_bits.level0_word(end - 1), partial, sizeof(std::uint64_t),
-                                       cudaMemcpyHostToDevice, stream));
-  }
-  SOAHEAP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<std::uint64_t> words(end);
+  for (std::uint64_t w = 0; w < end; ++w) words[w] = value(w);
+  SOAHEAP_CUDA_CHECK(cudaMemcpy2D(free_bits.level0_word(0), kPitch, words.data(), sizeof(std::uint64_t),
+                                  sizeof(std::uint64_t), words.size(), cudaMemcpyHostToDevice));
 #endif
 }
 
 template <class... Classes>
 void Heap<Classes...>::publish_grown_blocks() const {
-  const std::uint64_t mapped = mapped_blocks_.load();
-  if (grower_ == nullptr || mapped <= published_host_) return;
-  // Idempotent: waiting kernels may have published some of these already.
-  const std::uint64_t first = published_host_ / 64;
-  executor_.run((mapped + 63) / 64 - first, detail::PublishGrownBlocksKernel<Internals>{make_internals(), first, mapped});
+  if (grower_ == nullptr || mapped_blocks_.load() <= published_host_) return;
+  std::uint64_t mapped = 0;
+  {
+    std::lock_guard<std::mutex> lock(grower_->mutex());  // the answer is written once this is free
+    mapped = mapped_blocks_.load();
+  }
+  // In stream order: takes the answer unless a waiting kernel took it.
+  executor_.launch(1, detail::TakeGrowthAnswerKernel<Internals>{make_internals()});
   published_host_ = mapped;
 }
 

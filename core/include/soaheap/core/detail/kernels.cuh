@@ -4,6 +4,7 @@
 ///        functor called with a logical thread index by detail::Executor.
 
 #include <soaheap/core/backend.cuh>
+#include <soaheap/core/detail/heap_growth.cuh>
 #include <soaheap/core/detail/warp_aggregation.cuh>
 #include <soaheap/core/heap_view.cuh>
 
@@ -73,17 +74,24 @@ struct RebuildUpperLevelsKernel {
   }
 };
 
-/// Publishes blocks whose free bits were written by copy (a growing heap's new blocks, see
-/// heap_growth.cuh): one thread per level-0 word from @p first_word, blocks up to @p blocks.
+/// A fixed heap's creation: sets the levels above the free bits written by copy, one thread per
+/// level-0 word, and publishes its @p blocks blocks.
 template <class View>
-struct PublishGrownBlocksKernel {
+struct PublishFreeBlocksKernel {
   View view;
-  std::uint64_t first_word;
   std::uint64_t blocks;
   SOAHEAP_HD void operator()(std::uint64_t index) const {
-    view.free_blocks().refresh_parents(first_word + index);
+    view.free_blocks().refresh_parents(index);
     if (index == 0) atomic_max(&view.state->published_blocks, blocks);
   }
+};
+
+/// A growable heap between kernels: takes the grower's answer unless a waiting kernel took it
+/// (heap_growth.cuh). One thread.
+template <class View>
+struct TakeGrowthAnswerKernel {
+  View view;
+  SOAHEAP_HD void operator()(std::uint64_t) const { take_growth_answer(view); }
 };
 
 /// Takes blocks [64·first_word, @p end) out of the free bitmap (trim: their memory goes back) and

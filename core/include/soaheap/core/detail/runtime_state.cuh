@@ -51,19 +51,24 @@ struct EnumerationClock {
 };
 
 /// What a kernel that ran out of blocks and the host thread that maps more tell each other
-/// (heap_growth.cuh). Device memory, but for the one word the host polls.
+/// (heap_growth.cuh). The kernel side is device memory: thousands of threads may wait at once, and
+/// only one at a time reads the grower's answer from host memory.
 struct GrowthChannel {
-  /// The most blocks any kernel asked for (atomic max). Device memory, like grant and refused:
-  /// thousands of threads may wait on these at once, and polling host memory over PCIe from all
-  /// of them starves the very copies the grower answers with.
-  std::uint64_t requested;
-  std::uint64_t grant;    ///< blocks mapped, their free bits written (the grower copies it in)
-  std::uint64_t refused;  ///< the last request the grower could not meet (its reason stays on the host)
-  /// Pinned host words that the grower polls: `requested` as the host sees it (only a thread that
-  /// raised `requested` writes it), and a flag that a kernel gave up waiting.
+  std::uint64_t requested;      ///< the most blocks any kernel asked for (atomic max)
+  std::uint64_t written;        ///< blocks whose free bits are set: the answers taken so far
+  std::uint64_t refused;        ///< the grower's last refusal as taken, or kGrowthGaveUp
+  std::uint64_t reader;         ///< 1 while a waiting thread takes the grower's answer
+  std::uint64_t answers_taken;  ///< the grower's answer count when it was last taken
+  /// Pinned host words (cuda; plain memory on the host backend). Kernels write the first two:
+  /// `requested` as the host sees it (only a thread that raised `requested` writes it), and a flag
+  /// that a kernel gave up waiting. The grower writes `answer` (kAnswerWords words).
   std::uint64_t* request_signal;
   std::uint64_t* gave_up_signal;
+  std::uint64_t* answer;
 };
+/// The grower's answer: blocks mapped, the last request it could not meet, and the count of its
+/// answers (written last; a reader that sees it change takes the other two).
+inline constexpr int kAnswerBlocks = 0, kAnswerRefused = 1, kAnswerCount = 2, kAnswerWords = 3;
 enum class GrowthRefusal : std::uint64_t { none = 0, max_bytes = 1, device_memory = 2, capacity = 3, no_answer = 4 };
 /// `refused` after a kernel waited kGrowthWaitNanoseconds in vain: the kernel's other allocations
 /// fail at once instead of each waiting as long (the grower's next answer clears it).
