@@ -1,15 +1,17 @@
 // Which of the grower thread's calls still complete while another host thread is blocked in a call
 // that waits for a running kernel (docs/decisions/027: a kernel waiting for growth behind the
 // program's own cudaMemcpy waited 10 s)? A kernel spins until a flag in mapped host memory is set
-// (or 4 s pass); the main thread blocks in one of the waiting calls; a second thread runs one of the
-// grower's operations, then sets the flag. An operation that took about 4 s waited for the kernel.
+// (or 2 s pass); the main thread blocks in one of the waiting calls; a second thread runs one of the
+// grower's operations, then sets the flag. An operation that took about 2 s waited for the kernel.
 // Build and run on a GPU machine: nvcc -arch=sm_90 -O2 -o growth-lock-probe tools/gpu/growth-lock-probe.cu -lcuda
+// && CUDA_MODULE_LOADING=LAZY ./growth-lock-probe
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #define CK(x) do { if ((x) != 0) { std::printf("%s failed at line %d\n", #x, __LINE__); std::exit(1); } } while (0)
@@ -23,6 +25,12 @@ __global__ void spin(volatile int* flag, unsigned long long limit_ns) {
   }
 }
 __global__ void tiny(int* word) { *word = 1; }
+template <int kVariant>
+__global__ void first_launch(int* word) { *word = kVariant; }  // loaded at its first launch under CUDA_MODULE_LOADING=LAZY
+template <int... kVariants>
+void launch_first(int variant, int* word, std::integer_sequence<int, kVariants...>) {
+  ((variant == kVariants ? (first_launch<kVariants><<<1, 1>>>(word), 0) : 0), ...);
+}
 
 static double now_ms() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -46,15 +54,15 @@ int main() {
 
   const char* blockers[] = {"cudaMemcpy D2H pageable (legacy stream)", "cudaMemcpy H2D pageable (legacy stream)",
                             "cudaMemcpyAsync D2H pageable on the kernel's stream", "cudaStreamSynchronize(kernel's stream)",
-                            "cudaDeviceSynchronize", "cudaFree"};
+                            "cudaDeviceSynchronize", "cudaFree", "first launch of a kernel (lazy loading)", "cudaFreeHost"};
   const char* operations[] = {"cuMemCreate+cuMemMap+cuMemSetAccess 2 MiB", "cudaMemcpyAsync H2D 8 B pinned + sync (non-blocking stream)",
                               "cudaMemcpy2DAsync H2D pinned + sync (non-blocking stream)", "tiny kernel + sync (non-blocking stream)",
                               "cuMemsetD32Async + sync (non-blocking stream)"};
-  for (int blocker = 0; blocker < 6; ++blocker) {
+  for (int blocker = 0; blocker < 8; ++blocker) {
     for (int operation = 0; operation < 5; ++operation) {
       *static_cast<volatile int*>(flag) = 0;
-      const bool legacy = blocker <= 1 || blocker == 4 || blocker == 5;
-      spin<<<1, 32, 0, legacy ? 0 : work>>>(flag_dev, 4000000000ull);
+      const bool legacy = blocker <= 1 || blocker >= 4;
+      spin<<<1, 32, 0, legacy ? 0 : work>>>(flag_dev, 2000000000ull);
       CK(cudaGetLastError());
       double took = -1;
       std::thread grower([&] {
@@ -83,12 +91,14 @@ int main() {
       else if (blocker == 2) { CK(cudaMemcpyAsync(pageable.data(), device_words, 64, cudaMemcpyDeviceToHost, work)); }
       else if (blocker == 3) CK(cudaStreamSynchronize(work));
       else if (blocker == 4) CK(cudaDeviceSynchronize());
-      else { void* p = nullptr; CK(cudaMalloc(&p, 1 << 20)); CK(cudaFree(p)); }
+      else if (blocker == 5) { void* p = nullptr; CK(cudaMalloc(&p, 1 << 20)); CK(cudaFree(p)); }
+      else if (blocker == 6) launch_first(operation, device_int, std::make_integer_sequence<int, 5>{});
+      else { void* p = nullptr; CK(cudaMallocHost(&p, 4096)); CK(cudaFreeHost(p)); }
       const double blocked = now_ms() - start;
       grower.join();
       CK(cudaDeviceSynchronize());
       std::printf("%-55s | %-62s | op %8.2f ms | main blocked %8.2f ms%s\n", blockers[blocker], operations[operation], took, blocked,
-                  took > 3000 ? "  <-- WAITED FOR THE KERNEL" : "");
+                  took > 1500 ? "  <-- WAITED FOR THE KERNEL" : "");
       std::fflush(stdout);
     }
   }

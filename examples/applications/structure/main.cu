@@ -423,9 +423,6 @@ int run_app(int argc, char** argv) {
     soaheap::detail::Memory nodes(options.backend, sites * sizeof(structure::NodeBase*));
     heap.launch(sites, structure::CreateNodes{heap.view(), mesh, nodes.as<structure::NodeBase*>()});
     heap.launch(sites, structure::CreateSprings{heap.view(), mesh, nodes.as<structure::NodeBase*>()});
-    // Free the temporary after the kernels: cudaFree waits for them under a driver lock that the
-    // heap's growth during a kernel needs too.
-    heap.synchronize();
   }
   // Springs, and nodes next to lattice holes, are created by diverged warps, one lane at a time:
   // their blocks end up about half full and out of lattice order, so every method runs twice the

@@ -238,9 +238,6 @@ class Simulation {
     heap.launch(world_.cell_count(), CreateCells{heap.view(), cells.as<Cell*>(), world_});
     heap.launch(world_.cell_count(), LinkCells{cells.as<Cell*>(), world_});
     heap.parallel_do<Cell, &Cell::place_initial_agent<View>>(heap.view(), world_);
-    // Free the temporary after the kernels: cudaFree waits for them under a driver lock that the
-    // heap's growth during a kernel needs too.
-    heap.synchronize();
   }
 
   void step(SugarHeap& heap, std::uint64_t iteration) const {

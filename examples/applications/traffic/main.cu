@@ -188,9 +188,6 @@ class Simulation {
     heap.launch(network_.cell_count(), CreateCells{heap.view(), cells.as<Cell*>(), network_});
     heap.launch(network_.cell_count(), LinkCells{cells.as<Cell*>(), network_});
     heap.parallel_do<Cell, &Cell::place_initial_car<View>>(heap.view(), network_);
-    // Free the temporary after the kernels: cudaFree waits for them under a driver lock that the
-    // heap's growth during a kernel needs too.
-    heap.synchronize();
   }
 
   void step(TrafficHeap& heap, std::uint64_t iteration) const {

@@ -221,9 +221,6 @@ struct Simulation {
     heap.parallel_new<Cell>(cells, grid.as<Cell*>());
     heap.launch(cells, LinkNeighbours{grid.as<Cell*>(), width, height});
     heap.launch(cells, Populate{heap.view(), grid.as<Cell*>(), seed, rules});
-    // Free the temporary after the kernels: cudaFree waits for them under a driver lock that the
-    // heap's growth during a kernel needs too.
-    heap.synchronize();
   }
 
   void step(WatorHeap& heap, std::uint64_t iteration) const {

@@ -102,10 +102,7 @@ class Memory {
     if (pointer_ == nullptr) return;
     if (backend_ == Backend::cuda) {
 #if SOAHEAP_HAS_CUDA
-      // cudaFree waits for the device while it holds a driver lock that a heap's growth during a
-      // kernel needs (heap_growth.cuh): wait first, without the lock, then free an idle device.
-      cudaDeviceSynchronize();
-      cudaFree(pointer_);
+      cudaFree(pointer_);  // waits for the device; a heap's growth during a kernel needs no stream work
 #endif
     } else {
       std::free(pointer_);
@@ -156,7 +153,7 @@ class MappedWord {
   ~MappedWord() {
 #if SOAHEAP_HAS_CUDA
     if (host_ != nullptr) {
-      cudaDeviceSynchronize();  // as in Memory::release: cudaFreeHost waits under the driver's lock
+      cudaDeviceSynchronize();  // cudaFreeHost waits for the device as well
       cudaFreeHost(host_);
     }
 #endif

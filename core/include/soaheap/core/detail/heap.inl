@@ -194,9 +194,9 @@ std::string Heap<Classes...>::growth_summary() const {
              "first or raise HeapOptions::growth_headroom";
     case detail::GrowthRefusal::no_answer:
       return "The heap could not grow: a kernel waited " + std::to_string(detail::kGrowthWaitNanoseconds / 1000000000) +
-             " s for the host to map memory. Was the launching thread blocked in a call that waits for the "
-             "kernel under the driver's lock, such as cudaFree? Free device memory after heap.synchronize(), "
-             "or reserve_blocks() before the launch";
+             " s for the host to map memory. Did the driver hold up the heap's grower thread, as the first "
+             "launch of a kernel under lazy module loading can (set CUDA_MODULE_LOADING=EAGER)? Or "
+             "reserve_blocks() before the launch";
     default:
       return "The heap could not grow in time (no answer from the host within " +
              std::to_string(detail::kGrowthWaitNanoseconds / 1000000000) + " s)";
