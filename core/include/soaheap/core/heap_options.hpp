@@ -28,10 +28,8 @@ struct HeapOptions {
   /// Above that size, the heap reserves addresses for max_bytes once and maps memory as kernels
   /// need it, without moving anything; `release_free_memory()` / `soaheap::trim` give memory
   /// back. kAllMemory: the GPU's (host: the machine's) total memory. Not for managed heaps.
-  /// While a kernel that may grow the heap runs, other host threads may copy, free and wait as they
-  /// like (growth only maps memory: heap_growth.cuh), but do not launch a kernel of your own for
-  /// the first time under lazy module loading (set CUDA_MODULE_LOADING=EAGER; the heap loads its
-  /// own kernels when it is made): that held up growth until the kernel's allocations failed (10 s).
+  /// While a kernel that may grow the heap runs, host threads may copy, free, wait and launch as
+  /// they like: growth only maps memory (heap_growth.cuh).
   std::uint64_t max_bytes = 0;
   static constexpr std::uint64_t kAllMemory = ~std::uint64_t{0};
   /// A growable heap: one kernel may grow it to this many times the blocks mapped at its launch

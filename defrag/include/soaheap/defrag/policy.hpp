@@ -246,10 +246,12 @@ class DefragPolicy {
                  ": release deferred, the heap grew within the last ", release_backoff_.quiet(), " iterations");
       return false;
     }
-    const HeapStats stats = heap.stats();
-    const std::uint64_t in_use = stats.mapped_blocks - std::min(stats.free_blocks, stats.mapped_blocks);
+    // The allocator's count of blocks in use: one word read, where heap.stats() is a kernel over
+    // every indexable block (traffic on an H200 paid 0.3 ms for each of these looks).
+    const std::uint64_t mapped = heap.mapped_block_count();
+    const std::uint64_t in_use = std::min(heap.allocated_block_count(), mapped);
     const std::uint64_t kept = std::max<std::uint64_t>(in_use, heap.initial_mapped_blocks());
-    if (kept >= stats.mapped_blocks || (stats.mapped_blocks - kept) * 3 < stats.mapped_blocks) return false;
+    if (kept >= mapped || (mapped - kept) * 3 < mapped) return false;
     TrimResult trimmed = trim(heap, false);
     for (DefragResult& run : trimmed.runs) results.push_back(std::move(run));
     release_backoff_.released(iteration, heap.mapped_block_count());

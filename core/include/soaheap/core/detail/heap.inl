@@ -194,9 +194,8 @@ std::string Heap<Classes...>::growth_summary() const {
              "first or raise HeapOptions::growth_headroom";
     case detail::GrowthRefusal::no_answer:
       return "The heap could not grow: a kernel waited " + std::to_string(detail::kGrowthWaitNanoseconds / 1000000000) +
-             " s for the host to map memory. Did the driver hold up the heap's grower thread, as the first "
-             "launch of a kernel under lazy module loading can (set CUDA_MODULE_LOADING=EAGER)? Or "
-             "reserve_blocks() before the launch";
+             " s for the host to map memory: the heap's grower thread got no answer from the driver. "
+             "reserve_blocks() before the launch avoids growing inside it";
     default:
       return "The heap could not grow in time (no answer from the host within " +
              std::to_string(detail::kGrowthWaitNanoseconds / 1000000000) + " s)";

@@ -5,13 +5,10 @@
 ///        `main`; `load_preloaded_kernels()` (the heap's constructor) loads all registered ones.
 ///
 /// Under lazy module loading (CUDA's default on Linux since 12.2) a kernel's code is loaded at its
-/// first launch, under a driver lock that waits for the work already on the GPU. A kernel waiting
-/// for the heap to grow needs that lock too (the grower maps memory through the driver), so a
-/// kernel launched for the first time behind a growing one stalled both until the growth wait gave
-/// up (10 s; a parallel_do queued behind a growing kernel on an H200). Loading them all at the
-/// heap's construction, when none of its kernels runs yet, removes the hazard, and a process's first
-/// allocation no longer pays for loading its kernel. Kernels the program launches itself are
-/// its own to load (CUDA_MODULE_LOADING=EAGER, or a launch before the heap grows).
+/// first launch. While a growing heap's grower answered with copies, such a load held the copies
+/// up and a kernel waiting for growth gave up after 10 s (decision 027); the grower only maps now,
+/// which a load does not hold up. Loading the heap's kernels when it is made still keeps loading
+/// out of a process's first operations.
 
 #include <soaheap/base/portability.cuh>
 
