@@ -329,9 +329,13 @@ class Heap {
       if (!heap_.busy_.compare_exchange_strong(expected, true))
         throw usage_error(std::string("soaheap: ") + operation +
                           " refused: another parallel operation on this heap is in flight");
-      if (heap_.grower_ != nullptr) {
+      if (heap_.grower_ == nullptr) return;
+      try {
         const_cast<Heap&>(heap_).keep_growth_headroom();
         heap_.operations_ahead_.mark_and_wait(heap_.executor_);  // the launch queue never fills
+      } catch (...) {  // an error an earlier kernel recorded: the heap is not left busy
+        heap_.busy_.store(false);
+        throw;
       }
     }
     ~OperationGuard() { heap_.busy_.store(false); }

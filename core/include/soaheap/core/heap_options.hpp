@@ -29,7 +29,9 @@ struct HeapOptions {
   /// need it, without moving anything; `release_free_memory()` / `soaheap::trim` give memory
   /// back. kAllMemory: the GPU's (host: the machine's) total memory. Not for managed heaps.
   /// While a kernel that may grow the heap runs, host threads may copy, free, wait and launch as
-  /// they like: growth only maps memory (heap_growth.cuh).
+  /// they like: growth only maps memory (heap_growth.cuh). The heap's own operations keep the
+  /// host at most 32 ahead of the GPU; a loop that only launches kernels of its own with view()
+  /// should wait now and then, or it fills the launch queue.
   std::uint64_t max_bytes = 0;
   static constexpr std::uint64_t kAllMemory = ~std::uint64_t{0};
   /// A growable heap: one kernel may grow it to this many times the blocks mapped at its launch

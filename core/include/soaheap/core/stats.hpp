@@ -33,7 +33,7 @@ struct ClassStats {
 /// @brief Occupancy of the whole heap.
 struct HeapStats {
   std::uint64_t block_count = 0;        ///< blocks with headers (a growable heap maps fewer)
-  std::uint64_t mapped_blocks = 0;      ///< blocks with memory: free, allocated or untyped
+  std::uint64_t mapped_blocks = 0;      ///< blocks with memory, published: free, allocated or untyped
   std::uint64_t free_blocks = 0;        ///< mapped blocks that nothing uses
   std::uint64_t block_bytes = 0;        ///< bytes of one block's data segment
   std::uint64_t heap_bytes = 0;         ///< data, headers and bitmaps mapped now

@@ -109,7 +109,8 @@ HeapStats Heap<Classes...>::stats() const {
   counters.copy_to_host(values.data(), 0, values.size() * sizeof(std::uint64_t));
   HeapStats result;
   result.block_count = block_count_;
-  result.mapped_blocks = mapped_blocks_.load();
+  // What the counting kernel saw: the grower may have mapped blocks since that no one published.
+  result.mapped_blocks = read_runtime_counter(offsetof(detail::HeapRuntimeState, published_blocks));
   result.block_bytes = Layout::kDataBytes;
   {
     std::unique_lock<std::mutex> lock;  // the grower thread may be mapping

@@ -8,9 +8,10 @@
 /// it (about 7–9 µs on an H100, docs/decisions/023-dynasoar-handle-waits-for-the-previous-operation.md);
 /// waiting for the previous one instead finds the next operation already queued behind the current.
 /// Deeper, before each operation of a growable heap: a host that never waits fills the launch
-/// queue, and a launch into a full queue blocks inside the driver under a lock that the grower
-/// thread needs to map memory for a kernel waiting for it (generation with no defragmentation,
-/// growing from 64 MiB on an H200: a kernel waited 10 s and failed out of memory). CUDA events on
+/// queue, a launch into a full queue blocks inside the driver, and the growth of a kernel queued
+/// before it waited behind it (generation with no defragmentation, growing from 64 MiB on an
+/// H200, while the grower still answered with copies: a kernel waited 10 s and failed). Kernels a
+/// program launches itself with heap.view() are not counted. CUDA events on
 /// the executor's stream, used in turn (no timing); nothing on the host backend, whose operations
 /// have finished when they return.
 
