@@ -63,15 +63,6 @@ SOAHEAP_HD inline void signal_request(GrowthChannel* channel, std::uint64_t valu
   }
 }
 
-/// Reads a word of the grower's answer (pinned host memory on cuda).
-SOAHEAP_HD inline std::uint64_t answer_load(const std::uint64_t* word) {
-#if SOAHEAP_DEVICE_CODE
-  return *reinterpret_cast<const volatile unsigned long long*>(word);
-#else
-  return __atomic_load_n(word, __ATOMIC_SEQ_CST);
-#endif
-}
-
 /// Takes the grower's latest answer unless another thread is taking it: publishes the blocks it
 /// mapped (their free bits and the levels above, then `published_blocks`) and its refusal, which
 /// also clears a kernel's give-up.
@@ -79,13 +70,13 @@ template <class Heap>
 SOAHEAP_HD void take_growth_answer(const Heap& heap) {
   GrowthChannel* channel = heap.state->growth;
   if (atomic_cas(&channel->reader, 0, 1) != 0) return;
-  const std::uint64_t count = answer_load(channel->answer + kAnswerCount);
+  const std::uint64_t count = atomic_load(channel->answer + kAnswerCount);  // pinned host memory on cuda
   if (count != atomic_load(&channel->answers_taken)) {
 #if SOAHEAP_DEVICE_CODE
     __threadfence_system();  // the grower writes the count last
 #endif
-    const std::uint64_t mapped = answer_load(channel->answer + kAnswerBlocks);
-    const std::uint64_t refused = answer_load(channel->answer + kAnswerRefused);
+    const std::uint64_t mapped = atomic_load(channel->answer + kAnswerBlocks);
+    const std::uint64_t refused = atomic_load(channel->answer + kAnswerRefused);
     const std::uint64_t written = atomic_load(&channel->written);
     if (mapped > written) {
       heap.free_blocks().set_new_run(written, mapped);
