@@ -179,4 +179,49 @@ TEST(Bitmap, ConcurrentClearAnyHandsOutEachBitOnce) {
   EXPECT_TRUE(bitmap.consistent());
 }
 
+TEST(Bitmap, RunsAppendedWhileOthersTakeBitsAreHandedOutOnceAndStayConsistent) {
+  // A growing heap's free bitmap: one thread appends runs (first words shared with the run before,
+  // parents of several levels new), the others take bits as they appear and empty the shared words.
+  const std::uint64_t bits = 64 * 64 * 5 + 37;
+  OwnedBitmap bitmap(bits);
+  const unsigned threads = std::max(4u, std::thread::hardware_concurrency() * 2);
+  std::atomic<bool> appending{true};
+  std::vector<std::vector<std::uint64_t>> taken(threads);
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (std::uint32_t seed = t * 7919u;; ++seed) {
+        const auto position = bitmap.view.clear_any(seed);
+        if (position != soaheap::BitmapView::kNotFound) {
+          taken[t].push_back(position);
+        } else if (!appending.load() && bitmap.view.appears_empty()) {
+          break;
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    });
+  }
+  std::mt19937_64 random(5);
+  for (std::uint64_t from = 0; from < bits;) {
+    const std::uint64_t to = std::min(bits, from + 1 + random() % 700);
+    bitmap.view.set_new_run(from, to);
+    from = to;
+    if (random() % 4 == 0) std::this_thread::yield();
+  }
+  appending = false;
+  for (auto& worker : workers) worker.join();
+  std::vector<bool> seen(bits, false);
+  std::uint64_t total = 0;
+  for (const auto& list : taken)
+    for (auto position : list) {
+      ASSERT_LT(position, bits);
+      ASSERT_FALSE(seen[position]) << "bit " << position << " handed out twice";
+      seen[position] = true;
+      ++total;
+    }
+  EXPECT_EQ(total, bits) << "every appended bit is found";
+  EXPECT_TRUE(bitmap.consistent());
+}
+
 }  // namespace

@@ -112,8 +112,10 @@ class BitmapView {
   /// @brief Sets bits [@p from, @p to) and their parents: bits that were all clear and that no
   /// search could reach (a growing heap's new blocks). Bottom up — one store per level-0 word (an
   /// atomic or for the word it shares with bits below @p from), then one atomic or per parent word
-  /// — so a search finds a bit only once its word is written; a word that other threads emptied
-  /// meanwhile is settled as their own update would. One caller at a time per range.
+  /// — so a search finds a bit only once its word is written. One caller at a time per range.
+  /// Only the first word of each level can be emptied by other threads before its bit above is
+  /// set (the others are unreachable until then, and whoever empties them later settles their
+  /// parents itself), so only it is read back and settled.
   SOAHEAP_HD void set_new_run(std::uint64_t from, std::uint64_t to) const {
     if (to <= from) return;
     std::uint64_t first = from / 64, end = (to + 63) / 64;
@@ -126,16 +128,15 @@ class BitmapView {
     }
     for (int level = 0; level + 1 < level_count_; ++level) {
       const std::uint64_t parent_first = first / 64, parent_end = (end - 1) / 64 + 1;
+      detail::memory_fence();  // the words below before their bits above
       for (std::uint64_t parent = parent_first; parent < parent_end; ++parent) {
         const std::uint64_t lo = first > parent * 64 ? first : parent * 64;
         const std::uint64_t hi = end < parent * 64 + 64 ? end : parent * 64 + 64;
-        detail::memory_fence();
         detail::atomic_fetch_or(&word(level + 1, parent),
                                 detail::low_bits(static_cast<int>(hi - parent * 64)) & ~detail::low_bits(static_cast<int>(lo - parent * 64)));
-        detail::memory_fence();
-        for (std::uint64_t child = lo; child < hi; ++child)
-          if (detail::atomic_load(&word(level, child)) == 0) propagate(level, child);
       }
+      detail::memory_fence();
+      if (detail::atomic_load(&word(level, first)) == 0) propagate(level, first);
       first = parent_first;
       end = parent_end;
     }

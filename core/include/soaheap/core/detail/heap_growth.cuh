@@ -18,7 +18,7 @@
 /// 3. One waiting thread at a time (the reader) takes a new answer: it sets the new blocks' free
 ///    bits and the bitmap levels above them (BitmapView::set_new_run) and raises `written` and
 ///    `published_blocks`. Every waiting thread then finds the new blocks. Between kernels the host
-///    takes answers no waiting thread took with a one-thread kernel.
+///    takes answers no waiting thread took with a one-thread kernel (which waits for the token).
 /// Growth never moves anything: blocks are appended inside the heap's reserved addresses.
 
 #include <soaheap/base/portability.cuh>
@@ -65,11 +65,11 @@ SOAHEAP_HD inline void signal_request(GrowthChannel* channel, std::uint64_t valu
 
 /// Takes the grower's latest answer unless another thread is taking it: publishes the blocks it
 /// mapped (their free bits and the levels above, then `published_blocks`) and its refusal, which
-/// also clears a kernel's give-up.
+/// also clears a kernel's give-up. Returns false when another thread held the reader's token.
 template <class Heap>
-SOAHEAP_HD void take_growth_answer(const Heap& heap) {
+SOAHEAP_HD bool take_growth_answer(const Heap& heap) {
   GrowthChannel* channel = heap.state->growth;
-  if (atomic_cas(&channel->reader, 0, 1) != 0) return;
+  if (atomic_cas(&channel->reader, 0, 1) != 0) return false;
   const std::uint64_t count = atomic_load(channel->answer + kAnswerCount);  // pinned host memory on cuda
   if (count != atomic_load(&channel->answers_taken)) {
 #if SOAHEAP_DEVICE_CODE
@@ -84,11 +84,58 @@ SOAHEAP_HD void take_growth_answer(const Heap& heap) {
       memory_fence();
       atomic_max(&heap.state->published_blocks, mapped);
     }
+    memory_fence();  // a waiter that sees the refusal sees the blocks granted with it
     atomic_store(&channel->refused, refused);
     atomic_store(&channel->answers_taken, count);
   }
   memory_fence();
   atomic_store(&channel->reader, 0);
+  return true;
+}
+
+/// Time since a wait began, on the GPU's global timer in device code.
+class GrowthWaitClock {
+ public:
+  SOAHEAP_HD GrowthWaitClock() {
+#if SOAHEAP_DEVICE_CODE
+    start_ = global_nanoseconds();
+#else
+    start_ = std::chrono::steady_clock::now();
+#endif
+  }
+  /// True once kGrowthWaitNanoseconds have passed.
+  SOAHEAP_HD bool expired() const {
+#if SOAHEAP_DEVICE_CODE
+    return global_nanoseconds() - start_ > kGrowthWaitNanoseconds;
+#else
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - start_).count()) > kGrowthWaitNanoseconds;
+#endif
+  }
+  /// Backs off a little, more after the first rounds.
+  SOAHEAP_HD static void pause(int round) {
+#if SOAHEAP_DEVICE_CODE
+    __nanosleep(round < 8 ? 256u : 4096u);
+#else
+    if (round < 8) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+#endif
+  }
+
+ private:
+#if SOAHEAP_DEVICE_CODE
+  std::uint64_t start_;
+#else
+  std::chrono::steady_clock::time_point start_;
+#endif
+};
+
+/// Takes the grower's latest answer, waiting while another thread holds the reader's token (it may
+/// have read the answer count before the latest answer came). Bounded like every growth wait.
+template <class Heap>
+SOAHEAP_HD void take_growth_answer_waiting(const Heap& heap) {
+  const GrowthWaitClock clock;
+  for (int round = 0; !take_growth_answer(heap) && !clock.expired(); ++round) GrowthWaitClock::pause(round);
 }
 
 /// @brief Asks the host for @p blocks more blocks and waits for them. True once the heap has grown
@@ -103,36 +150,24 @@ SOAHEAP_HD bool grow_heap(const Heap& heap, std::uint64_t blocks) {
   if (published >= limit) return false;
   const std::uint64_t target = published + blocks < limit ? published + blocks : limit;
   if (atomic_max(&channel->requested, target) < target) signal_request(channel, target);
-#if SOAHEAP_DEVICE_CODE
-  const std::uint64_t start = global_nanoseconds();
-#else
-  const auto start = std::chrono::steady_clock::now();
-#endif
+  const GrowthWaitClock clock;
   for (int round = 0;; ++round) {
     take_growth_answer(heap);
     if (atomic_load(&heap.state->published_blocks) > published) return true;
-    if (atomic_load(&channel->refused) >= target) return false;
+    if (atomic_load(&channel->refused) >= target) {
+      // Refused, but the same answer may have granted part of it (published before the refusal).
+      memory_fence();
+      return atomic_load(&heap.state->published_blocks) > published;
+    }
     // A store to the host that lost a race with a smaller one is repeated now and then.
     if (round % 1024 == 1023 && atomic_load(&channel->requested) == target) signal_store(channel->request_signal, target);
-#if SOAHEAP_DEVICE_CODE
-    const bool expired = global_nanoseconds() - start > kGrowthWaitNanoseconds;
-#else
-    const bool expired = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                        std::chrono::steady_clock::now() - start).count()) >
-                         kGrowthWaitNanoseconds;
-#endif
-    if (expired) {
+    if (clock.expired()) {
       // The host did not answer (its grower thread stopped?). Give up for the whole kernel.
       atomic_max(&channel->refused, kGrowthGaveUp);
       signal_store(channel->gave_up_signal, 1);
       return false;
     }
-#if SOAHEAP_DEVICE_CODE
-    __nanosleep(round < 8 ? 256u : 4096u);
-#else
-    if (round < 8) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(20));
-#endif
+    GrowthWaitClock::pause(round);
   }
 }
 

@@ -87,11 +87,11 @@ struct PublishFreeBlocksKernel {
 };
 
 /// A growable heap between kernels: takes the grower's answer unless a waiting kernel took it
-/// (heap_growth.cuh). One thread.
+/// (heap_growth.cuh), after the reader's token, which a kernel on another stream may hold. One thread.
 template <class View>
 struct TakeGrowthAnswerKernel {
   View view;
-  SOAHEAP_HD void operator()(std::uint64_t) const { take_growth_answer(view); }
+  SOAHEAP_HD void operator()(std::uint64_t) const { take_growth_answer_waiting(view); }
 };
 
 /// Takes blocks [64·first_word, @p end) out of the free bitmap (trim: their memory goes back) and
