@@ -424,7 +424,10 @@ class Heap {
   void make_storage(std::uint64_t initial_blocks);
   /// Raises block_count_ (headers and bitmap words that exist) to at least @p blocks. Synchronizes.
   void extend_capacity(std::uint64_t blocks);
-  /// Keeps block_count_ at least growth_headroom times the mapped blocks: what a kernel may grow to.
+  /// The blocks to index for @p mapped mapped ones: growth_headroom times them, or the power of 64
+  /// below that when it keeps three quarters of it (a bitmap level fewer).
+  std::uint64_t headroom_capacity(std::uint64_t mapped) const;
+  /// Keeps block_count_ at headroom_capacity() of the mapped blocks: what a kernel may grow to.
   void keep_growth_headroom();
   /// The grower's work: maps data for blocks up to at least @p target (nothing else: see heap_growth.cuh).
   detail::HeapGrower::Result map_blocks(std::uint64_t target);

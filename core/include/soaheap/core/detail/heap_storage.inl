@@ -7,14 +7,21 @@
 /// A growable heap has three counts of blocks: max_blocks_ (the reservation, what the bitmaps are
 /// shaped for), block_count_ (blocks whose headers and bitmap words are mapped: what kernels index
 /// and the most a running kernel can grow to) and mapped_blocks_ (blocks with data memory and their
-/// free bits set). block_count_ stays at least twice mapped_blocks_ (keep_growth_headroom), so a
-/// kernel can double the heap; it changes only between kernels, by an eighth at a time, and a
-/// release of free memory lowers it with the mapped blocks.
+/// free bits set). block_count_ stays at least twice mapped_blocks_ (keep_growth_headroom; 1.5
+/// times where that saves a bitmap level), so a kernel can double the heap; it changes only between
+/// kernels, by an eighth at a time, and a release of free memory lowers it with the mapped blocks.
 
 namespace soaheap {
 
 namespace detail {
 inline std::uint64_t round_up(std::uint64_t value, std::uint64_t unit) { return (value + unit - 1) / unit * unit; }
+
+/// The largest power of 64 (64 at least) not above @p blocks: what a bitmap of one level fewer covers.
+inline std::uint64_t level_capacity_below(std::uint64_t blocks) {
+  std::uint64_t level = 64;
+  while (level <= blocks / 64) level *= 64;
+  return level;
+}
 
 /// Memory of the device a heap is on (cuda) or of the machine (host): what max_bytes defaults to.
 inline std::uint64_t memory_of(Backend backend) {
@@ -105,7 +112,7 @@ void Heap<Classes...>::make_storage(std::uint64_t initial_blocks) {
                                               kPieceChunks);
   if (options_.growth_headroom < 2 || options_.growth_headroom > 64)
     throw invalid_argument("soaheap: growth_headroom=" + std::to_string(options_.growth_headroom) + " is outside 2..64");
-  const std::uint64_t capacity = std::min(max_blocks_, detail::round_up(options_.growth_headroom * mapped, 64));
+  const std::uint64_t capacity = headroom_capacity(mapped);
   if (!data_.ensure(mapped * Layout::kDataBytes) || !commit_metadata(capacity))
     throw out_of_memory("soaheap: mapping the initial " + std::to_string(mapped) + " blocks of a growable heap failed");
   block_count_ = capacity;
@@ -172,6 +179,9 @@ void Heap<Classes...>::extend_capacity(std::uint64_t blocks) {
   // An eighth more at a time: doubling held headers and bitmap words for up to four times the
   // mapped blocks at a growing heap's peak (generation: ~60 bytes per 512-byte block).
   std::uint64_t capacity = std::min(max_blocks_, detail::round_up(std::max(blocks, block_count_ + block_count_ / 8), 64));
+  // Past a bitmap level only as far as asked.
+  const std::uint64_t level = detail::level_capacity_below(capacity);
+  if (level > block_count_ && level >= blocks) capacity = level;
   if (!commit_metadata(capacity)) {
     capacity = std::min(max_blocks_, detail::round_up(blocks, 64));
     if (!commit_metadata(capacity)) return;  // no memory even for headers: kernels will report it
@@ -193,9 +203,17 @@ void Heap<Classes...>::extend_capacity(std::uint64_t blocks) {
 }
 
 template <class... Classes>
+std::uint64_t Heap<Classes...>::headroom_capacity(std::uint64_t mapped) const {
+  const std::uint64_t wanted = detail::round_up(options_.growth_headroom * mapped, 64);
+  // Up to a quarter of the headroom gives way to a bitmap level fewer: every search and every word
+  // that empties pays each level (traffic, 145,000 blocks mapped: three levels instead of four).
+  const std::uint64_t level = detail::level_capacity_below(wanted);
+  return std::min(max_blocks_, level * 4 >= wanted * 3 ? level : wanted);
+}
+
+template <class... Classes>
 void Heap<Classes...>::keep_growth_headroom() {
-  const std::uint64_t mapped = mapped_blocks_.load();
-  const std::uint64_t wanted = options_.growth_headroom * mapped;
+  const std::uint64_t wanted = headroom_capacity(mapped_blocks_.load());
   if (wanted > block_count_ && block_count_ < max_blocks_) extend_capacity(wanted);
   publish_grown_blocks();
 }
@@ -306,7 +324,7 @@ std::uint64_t Heap<Classes...>::release_free_memory() {
   // what stays mapped): a trimmed heap keeping those of its peak's headroom held 24 bytes of header
   // and a byte or more of bitmaps per block of it (generation's 512-byte blocks: a fifth more than
   // its live data). Enumeration lists made for more blocks go too (made again on next use).
-  const std::uint64_t capacity = std::min(max_blocks_, detail::round_up(options_.growth_headroom * keep, 64));
+  const std::uint64_t capacity = headroom_capacity(keep);
   if (capacity < block_count_) {
     release_metadata_above(capacity);
     for (ListBuffer& buffer : block_lists_)
