@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -147,69 +148,25 @@ TEST(Bitmap, ConcurrentSetClearStormEndsConsistent) {
   EXPECT_TRUE(bitmap.consistent());
 }
 
-TEST(Bitmap, ConcurrentClearAnyHandsOutEachBitOnce) {
-  const std::uint64_t bits = 100000;
-  OwnedBitmap bitmap(bits);
-  for (std::uint64_t i = 0; i < bits; ++i) bitmap.view.set(i);
+/// Takes bits with clear_any on many threads until the bitmap is empty and @p feed, run on this
+/// thread meanwhile, has returned; checks that every one of its @p bits bits was handed out once.
+void expect_each_bit_taken_once(OwnedBitmap& bitmap, std::uint64_t bits, const std::function<void()>& feed) {
   const unsigned threads = std::max(4u, std::thread::hardware_concurrency() * 2);
+  std::atomic<bool> feeding{true};
   std::vector<std::vector<std::uint64_t>> taken(threads);
   std::vector<std::thread> workers;
   for (unsigned t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       for (std::uint32_t seed = t * 7919u;; ++seed) {
         const auto position = bitmap.view.clear_any(seed);
-        if (position == soaheap::BitmapView::kNotFound) {
-          if (bitmap.view.appears_empty()) break;
-          continue;
-        }
-        taken[t].push_back(position);
+        if (position != soaheap::BitmapView::kNotFound) taken[t].push_back(position);
+        else if (!feeding.load() && bitmap.view.appears_empty()) break;
+        else std::this_thread::yield();
       }
     });
   }
-  for (auto& worker : workers) worker.join();
-  std::vector<bool> seen(bits, false);
-  std::uint64_t total = 0;
-  for (const auto& list : taken)
-    for (auto position : list) {
-      ASSERT_FALSE(seen[position]) << "bit " << position << " handed out twice";
-      seen[position] = true;
-      ++total;
-    }
-  EXPECT_EQ(total, bits);
-  EXPECT_TRUE(bitmap.consistent());
-}
-
-TEST(Bitmap, RunsAppendedWhileOthersTakeBitsAreHandedOutOnceAndStayConsistent) {
-  // A growing heap's free bitmap: one thread appends runs (first words shared with the run before,
-  // parents of several levels new), the others take bits as they appear and empty the shared words.
-  const std::uint64_t bits = 64 * 64 * 5 + 37;
-  OwnedBitmap bitmap(bits);
-  const unsigned threads = std::max(4u, std::thread::hardware_concurrency() * 2);
-  std::atomic<bool> appending{true};
-  std::vector<std::vector<std::uint64_t>> taken(threads);
-  std::vector<std::thread> workers;
-  for (unsigned t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      for (std::uint32_t seed = t * 7919u;; ++seed) {
-        const auto position = bitmap.view.clear_any(seed);
-        if (position != soaheap::BitmapView::kNotFound) {
-          taken[t].push_back(position);
-        } else if (!appending.load() && bitmap.view.appears_empty()) {
-          break;
-        } else {
-          std::this_thread::yield();
-        }
-      }
-    });
-  }
-  std::mt19937_64 random(5);
-  for (std::uint64_t from = 0; from < bits;) {
-    const std::uint64_t to = std::min(bits, from + 1 + random() % 700);
-    bitmap.view.set_new_run(from, to);
-    from = to;
-    if (random() % 4 == 0) std::this_thread::yield();
-  }
-  appending = false;
+  feed();
+  feeding = false;
   for (auto& worker : workers) worker.join();
   std::vector<bool> seen(bits, false);
   std::uint64_t total = 0;
@@ -220,8 +177,31 @@ TEST(Bitmap, RunsAppendedWhileOthersTakeBitsAreHandedOutOnceAndStayConsistent) {
       seen[position] = true;
       ++total;
     }
-  EXPECT_EQ(total, bits) << "every appended bit is found";
+  EXPECT_EQ(total, bits) << "every bit is found";
   EXPECT_TRUE(bitmap.consistent());
+}
+
+TEST(Bitmap, ConcurrentClearAnyHandsOutEachBitOnce) {
+  const std::uint64_t bits = 100000;
+  OwnedBitmap bitmap(bits);
+  for (std::uint64_t i = 0; i < bits; ++i) bitmap.view.set(i);
+  expect_each_bit_taken_once(bitmap, bits, [] {});
+}
+
+TEST(Bitmap, RunsAppendedWhileOthersTakeBitsAreHandedOutOnceAndStayConsistent) {
+  // A growing heap's free bitmap: one thread appends runs (first words shared with the run before,
+  // parents of several levels new), the others take bits as they appear and empty the shared words.
+  const std::uint64_t bits = 64 * 64 * 5 + 37;
+  OwnedBitmap bitmap(bits);
+  expect_each_bit_taken_once(bitmap, bits, [&] {
+    std::mt19937_64 random(5);
+    for (std::uint64_t from = 0; from < bits;) {
+      const std::uint64_t to = std::min(bits, from + 1 + random() % 700);
+      bitmap.view.set_new_run(from, to);
+      from = to;
+      if (random() % 4 == 0) std::this_thread::yield();
+    }
+  });
 }
 
 }  // namespace
