@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA test suites and compute-sanitizer (memcheck, racecheck, synccheck) over them, on a GPU machine.
 # Usage: tools/gpu/suites.sh BIN_DIR LOG [suite...]   (default: every *_cuda_test in BIN_DIR)
-# Environment: TOOLS (default "memcheck racecheck synccheck"), JOBS, MEMCHECK_SKIP, PLAIN (0: only
+# Environment: TOOLS (default "memcheck racecheck synccheck"; empty: none), JOBS, MEMCHECK_SKIP, PLAIN (0: only
 # the sanitizers, for a visit that ran the suites already).
 # Appends to LOG; prints one summary line per run.
 # Under a sanitizer every test runs in a process of its own, JOBS (default 8) at a time: racecheck
@@ -59,7 +59,7 @@ for suite in "${suites[@]}"; do
     timeout 300 "$bin/$suite" >>"$log" 2>&1
     summary "$suite" "exit $?"
   fi
-  for tool in ${TOOLS:-memcheck racecheck synccheck}; do sanitize "$tool" "$suite"; done
+  for tool in ${TOOLS-memcheck racecheck synccheck}; do sanitize "$tool" "$suite"; done
 done
 # The churn suite (destroy + new in one kernel, exact live set) 20 times in a row.
 if [ "${PLAIN:-1}" != 0 ] && [ -x "$bin/churn_cuda_test" ]; then

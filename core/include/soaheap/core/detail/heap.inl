@@ -191,8 +191,8 @@ std::string Heap<Classes...>::growth_summary() const {
     case detail::GrowthRefusal::capacity:
       return "The heap could not grow further inside one kernel: a kernel may grow it to " +
              std::to_string(block_count_) + " blocks, growth_headroom=" + std::to_string(options_.growth_headroom) +
-             " times what was mapped when it was launched (or three quarters of that below a power of 64). Create objects in smaller launches, reserve_blocks() "
-             "first or raise HeapOptions::growth_headroom";
+             " times what was mapped when it was launched (or three quarters of that below a power of 64). "
+             "Create objects in smaller launches, reserve_blocks() first or raise HeapOptions::growth_headroom";
     case detail::GrowthRefusal::no_answer:
       return "The heap could not grow: a kernel waited " + std::to_string(detail::kGrowthWaitNanoseconds / 1000000000) +
              " s for the host to map memory: the heap's grower thread got no answer from the driver. "
