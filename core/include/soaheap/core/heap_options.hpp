@@ -37,7 +37,7 @@ struct HeapOptions {
   /// A growable heap: one kernel may grow it to this many times the blocks mapped at its launch
   /// (2..64), or three quarters of that where stopping at a power of 64 blocks saves a bitmap level
   /// (a dependent read in every search). The headers and bitmap words of those blocks exist ahead,
-  /// about 24 + (bitmaps/8) bytes per block (some 3 % of a 1 KiB block for each unit).
+  /// about 16 + (bitmaps/8) bytes per block (some 2 % of a 1 KiB block for each unit).
   unsigned growth_headroom = 2;
   Backend backend = Backend::host;
   /// cuda only (host-backend heaps are host memory anyway): device or managed memory.

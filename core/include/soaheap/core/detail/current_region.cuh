@@ -197,11 +197,11 @@ SOAHEAP_HD void start_region_part(const Heap& heap, const SlotClass& slot_class,
   for (std::uint64_t index = part; index < shape.spans; index += parts) {
     const std::uint64_t head = first + index * span;
     for (std::uint64_t body = head + 1; body < head + span; ++body) {
-      atomic_store_relaxed(&heap.headers[body].iteration, head);
+      atomic_store_relaxed(&heap.headers[body].run, static_cast<std::uint32_t>(head));
       atomic_store_relaxed(&heap.headers[body].class_id, kUntypedSpanBodyId);
     }
     atomic_store_relaxed(&heap.headers[head].class_id, slot_class.header_id);
-    atomic_store_relaxed(&heap.headers[head].iteration, 0);
+    atomic_store_relaxed(&heap.headers[head].run, 0u);
   }
   release_fence();
   for (std::uint64_t index = part; index < shape.spans; index += parts)

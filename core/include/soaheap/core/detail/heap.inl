@@ -394,7 +394,7 @@ std::uint64_t Heap<Classes...>::block_count_for(const HeapOptions& options) {
       throw invalid_argument("soaheap: heap size bytes=" + std::to_string(options.bytes) +
                              " is smaller than one block (" + std::to_string(Layout::kDataBytes) + " bytes of data)");
   }
-  if (blocks > 0xffffffffull)
+  if (blocks > detail::kMaxBlocks)
     throw invalid_argument("soaheap: heap too large: " + std::to_string(blocks) + " blocks (at most 2^32 - 1)");
   return blocks;
 }

@@ -8,8 +8,8 @@
 /// 1. An allocation that finds the heap full raises `requested` (atomic max) to the blocks it needs;
 ///    the thread that raised it copies the value to a pinned host word, the grower's signal. Then
 ///    it waits, at most kGrowthWaitNanoseconds.
-/// 2. The grower thread sees the signal, maps data memory for more blocks (a step of about an
-///    eighth of the heap at least, so growth keeps ahead of the allocation rate) and writes its
+/// 2. The grower thread sees the signal, maps data memory for more blocks (a step of about a
+///    sixteenth of the heap at least, so growth keeps ahead of the allocation rate) and writes its
 ///    answer — the blocks mapped, or the request it could not meet (max_bytes reached, no GPU
 ///    memory, or the blocks whose headers and bitmaps exist used up; the reason stays on the host)
 ///    — into pinned host words. It calls nothing but the driver's mapping functions: a copy, a

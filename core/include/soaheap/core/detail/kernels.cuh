@@ -35,9 +35,8 @@ SOAHEAP_HD inline bool read_only_bit(const std::uint64_t* words, std::uint64_t p
 template <class View>
 SOAHEAP_HD void reset_header(const View& view, std::uint64_t block) {
   view.headers[block].allocation = kInvalidatedBitmap;
-  view.headers[block].iteration = 0;
+  view.headers[block].run = 0;
   view.headers[block].class_id = kNoClass;
-  view.headers[block].reserved = 0;
 }
 
 /// Marks every block free (allocation bitmap invalidated, no class).
@@ -213,7 +212,7 @@ SOAHEAP_HD inline void list_block(const EnumerationTarget& target, std::uint64_t
 /// Only blocks with free slots have their header read: at a kernel boundary a block of the class
 /// that is not active is full (the invariant `active ⇔ fill < capacity` that heap.validate()
 /// checks), so its snapshot is every slot. Reading every header of the heap cost the bandwidth of
-/// 24 bytes per block for every class of every parallel_do, also for blocks of other classes and
+/// a header per block for every class of every parallel_do, also for blocks of other classes and
 /// free ones: a parallel_do over an empty class cost as much as one over a full heap, and a
 /// program of many short parallel_dos over a large heap paid it on every one (DynaSOAr's
 /// structure through the shim on an H100: enumeration 10.4 → 8.6 s of 60 → 57 s; see

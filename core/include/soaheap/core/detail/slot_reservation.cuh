@@ -126,12 +126,12 @@ SOAHEAP_HD void start_block(const Heap& heap, const SlotClass& slot_class, std::
   // The other blocks of a span keep the invalidated allocation word they had while free (no slot
   // can ever be reserved in them) and name their first block.
   for (std::uint64_t body = block + 1; body < block + static_cast<std::uint64_t>(slot_class.span); ++body) {
-    atomic_store(&heap.headers[body].iteration, block);
+    atomic_store(&heap.headers[body].run, static_cast<std::uint32_t>(block));
     atomic_store(&heap.headers[body].class_id, kUntypedSpanBodyId);
   }
   BlockHeader& header = heap.headers[block];
   atomic_store(&header.class_id, slot_class.header_id);
-  atomic_store(&header.iteration, 0);
+  atomic_store(&header.run, 0u);
   // Threads that still hold this block from an earlier life must see the new class before they
   // can see free slots (DynaSOAr Alg. 8); they then roll their reservation back. Their
   // reservation is an acquire RMW on the allocation word, so release ordering suffices here.

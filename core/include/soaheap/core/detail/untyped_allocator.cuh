@@ -83,7 +83,7 @@ struct Untyped {
   SOAHEAP_HD static void start_run(const View& view, std::uint64_t first, std::uint64_t length) {
     for (std::uint64_t block = first; block < first + length; ++block) {
       BlockHeader& header = view.headers[block];
-      atomic_store(&header.iteration, block == first ? length : first);
+      atomic_store(&header.run, static_cast<std::uint32_t>(block == first ? length : first));
       atomic_store(&header.class_id, block == first ? kUntypedRunHeadId : kUntypedRunBodyId);
     }
     memory_fence();
@@ -95,7 +95,7 @@ struct Untyped {
     BlockHeader& header = view.headers[first];
     // One compare-and-swap decides which of two concurrent frees of the same run wins.
     if (atomic_cas32(&header.class_id, kUntypedRunHeadId, kUntypedRunFreedId) != kUntypedRunHeadId) return false;
-    const std::uint64_t length = atomic_load(&header.iteration);
+    const std::uint64_t length = atomic_load(&header.run);
     clear_run_bits(run_blocks(view), first, length);
     atomic_fetch_add(&view.state->allocated_blocks, ~length + 1);  // -length
     memory_fence();
@@ -224,7 +224,7 @@ struct Untyped {
     if (block_class == kUntypedSpanBodyId) {  // a chunk that starts in a later block of its span
       // A span's first block precedes its later ones; anything else is a free racing the span's
       // start or end, never a pointer malloc returned.
-      const std::uint64_t first = atomic_load(&view.headers[block].iteration);
+      const std::uint64_t first = atomic_load(&view.headers[block].run);
       if (first >= block) {
         record(view, HeapErrorKind::free_of_foreign_pointer, address);
         return BitmapView::kNotFound;

@@ -45,7 +45,7 @@ void validate_span_body(const View& view, std::uint64_t block) {
   if (header.allocation != kInvalidatedBitmap)
     fail_untyped(block, "a span's later block has allocation bitmap 0x", std::hex, header.allocation,
                  " instead of all ones (no slot may be reserved in it)");
-  const std::uint64_t head = header.iteration;
+  const std::uint64_t head = header.run;
   const int size_class = head < block ? Layout::size_class_of_id(view.headers[head].class_id) : -1;
   if (size_class < 0 || !Untyped<View>::allocated(view, size_class).get(head) ||
       block >= head + static_cast<std::uint64_t>(Layout::span(size_class)))
@@ -62,19 +62,19 @@ void validate_untyped_block(const View& view, std::uint64_t block) {
     if (header.allocation != kInvalidatedBitmap)
       fail_untyped(block, "a run block's allocation bitmap is 0x", std::hex, header.allocation,
                    " instead of all ones (no object slot may be reserved in it)");
-    const std::uint64_t head = header.class_id == kUntypedRunHeadId ? block : header.iteration;
+    const std::uint64_t head = header.class_id == kUntypedRunHeadId ? block : header.run;
     if (header.class_id != kUntypedRunHeadId && (header.class_id != kUntypedRunBodyId || head >= block))
       fail_untyped(block, "block in the run bitmap is neither a run head nor a body block after its head (class id 0x",
                    std::hex, header.class_id, ")");
     const BlockHeader& head_header = view.headers[head];
-    const std::uint64_t length = head_header.iteration;
+    const std::uint64_t length = head_header.run;
     if (head_header.class_id != kUntypedRunHeadId || length == 0 || head + length > view.block_count ||
         block >= head + length)
       fail_untyped(block, "run block is not covered by its head ", head, " (length ", length, ")");
     if (header.class_id == kUntypedRunHeadId) {
       for (std::uint64_t body = head + 1; body < head + length; ++body)
         if (!Untyped<View>::run_blocks(view).get(body) || view.headers[body].class_id != kUntypedRunBodyId ||
-            view.headers[body].iteration != head)
+            view.headers[body].run != head)
           fail_untyped(body, "block ", body - head, " of the run that starts at block ", head, " is not marked as part of it");
     }
     return;
@@ -90,7 +90,7 @@ void validate_untyped_block(const View& view, std::uint64_t block) {
   if (block + span > view.block_count)
     fail_untyped(block, "span of ", span, " blocks of size class ", Layout::chunk_bytes(size_class), " B runs past the heap's end");
   for (std::uint64_t body = block + 1; body < block + span; ++body)
-    if (view.headers[body].class_id != kUntypedSpanBodyId || view.headers[body].iteration != block)
+    if (view.headers[body].class_id != kUntypedSpanBodyId || view.headers[body].run != block)
       fail_untyped(body, "block ", body - block, " of the span of size class ", Layout::chunk_bytes(size_class),
                    " B that starts at block ", block, " is not marked as part of it");
   if (header.class_id != Layout::class_id_of(size_class))

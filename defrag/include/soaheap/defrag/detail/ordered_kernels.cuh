@@ -155,7 +155,7 @@ struct OrderClaimKernel {
       const std::uint64_t fill = index + 1 < plan.new_block_count ? capacity : plan.live - index * capacity;
       BlockHeader& header = view.headers[block];
       atomic_store(&header.class_id, static_cast<std::uint32_t>(plan.class_index));
-      atomic_store(&header.iteration, 0);
+      atomic_store(&header.run, 0u);
       atomic_store(&header.allocation, low_bits(static_cast<int>(fill)));
       plan.new_blocks[index] = static_cast<std::uint32_t>(block);
     }

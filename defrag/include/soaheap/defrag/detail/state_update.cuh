@@ -15,7 +15,7 @@ namespace soaheap::detail {
 template <class View>
 SOAHEAP_HD inline void release_emptied_block(const View& view, std::uint64_t block, int c) {
   BlockHeader& header = view.headers[block];
-  atomic_store(&header.iteration, 0);
+  atomic_store(&header.run, 0u);
   atomic_store(&header.allocation, kInvalidatedBitmap);
   view.defrag_candidates(c).clear(block);
   view.active_blocks(c).clear(block);
@@ -82,7 +82,7 @@ SOAHEAP_HD inline void count_blocks_in_warp(const View& view, bool counted, bool
 template <class View>
 SOAHEAP_HD inline void release_emptied_block_in_warp(const View& view, std::uint64_t block, int c) {
   BlockHeader& header = view.headers[block];
-  atomic_store(&header.iteration, 0);
+  atomic_store(&header.run, 0u);
   atomic_store(&header.allocation, kInvalidatedBitmap);
   update_block_bit_in_warp(view.defrag_candidates(c), block, true, false);
   update_block_bit_in_warp(view.active_blocks(c), block, true, false);
