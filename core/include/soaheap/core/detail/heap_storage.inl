@@ -324,7 +324,8 @@ std::uint64_t Heap<Classes...>::release_free_memory() {
   // Headers and bitmap words only for what a kernel may grow to from here (growth_headroom times
   // what stays mapped): a trimmed heap keeping those of its peak's headroom held a header and a
   // byte or more of bitmaps per block of it (generation's 512-byte blocks with 24-byte headers: a
-  // fifth more than its live data). Enumeration lists made for more blocks go too (made again on next use).
+  // fifth more than its live data). Enumeration lists made for more blocks go too (made again on
+  // next use).
   const std::uint64_t capacity = headroom_capacity(keep);
   if (capacity < block_count_) {
     release_metadata_above(capacity);
