@@ -2,7 +2,9 @@
 # The CUDA test suites and compute-sanitizer (memcheck, racecheck, synccheck) over them, on a GPU machine.
 # Usage: tools/gpu/suites.sh BIN_DIR LOG [suite...]   (default: every *_cuda_test in BIN_DIR)
 # Environment: TOOLS (default "memcheck racecheck synccheck"; empty: none), JOBS, MEMCHECK_SKIP, PLAIN (0: only
-# the sanitizers, for a visit that ran the suites already).
+# the sanitizers, for a visit that ran the suites already), ONLY (an extended regular expression: sanitize only
+# the tests whose full names match, e.g. racecheck's slow migrate tests one visit at a time), TEST_TIMEOUT
+# (seconds per test under a sanitizer, default 480).
 # Appends to LOG; prints one summary line per run.
 # Under a sanitizer every test runs in a process of its own, JOBS (default 8) at a time: racecheck
 # over a whole suite took longer than any time limit a GPU machine gives a command (migrate: more
@@ -27,11 +29,12 @@ sanitize() {
   dir=$(mktemp -d)
   [ "$tool" = memcheck ] && skip="${MEMCHECK_SKIP-GrowthTest}"
   [ "$tool" = racecheck ] && flags="--racecheck-report hazard"
-  # xargs appends "NUMBER TEST" to: $0 tool, $1 binary, $2 folder, $3 the tool's flags.
-  tests_of "$suite" | { if [ -n "$skip" ]; then grep -v -- "$skip"; else cat; fi; } | awk '{print NR, $0}' |
-    xargs -P "$jobs" -L 1 bash -c 'out="$2/$(printf %04d "$4").log"; echo "test $5" >"$out"
-      timeout 480 compute-sanitizer --tool "$0" $3 --error-exitcode 3 "$1" --gtest_filter="$5" >>"$out" 2>&1
-      echo "exit $?" >>"$out"' "$tool" "$bin/$suite" "$dir" "$flags"
+  # xargs appends "NUMBER TEST" to: $0 tool, $1 binary, $2 folder, $3 the tool's flags, $4 the timeout.
+  tests_of "$suite" | { if [ -n "$skip" ]; then grep -v -- "$skip"; else cat; fi; } |
+    { if [ -n "${ONLY:-}" ]; then grep -E -- "$ONLY"; else cat; fi; } | awk '{print NR, $0}' |
+    xargs -P "$jobs" -L 1 bash -c 'out="$2/$(printf %04d "$5").log"; echo "test $6" >"$out"
+      timeout "$4" compute-sanitizer --tool "$0" $3 --error-exitcode 3 "$1" --gtest_filter="$6" >>"$out" 2>&1
+      echo "exit $?" >>"$out"' "$tool" "$bin/$suite" "$dir" "$flags" "${TEST_TIMEOUT:-480}"
   local failed=0 total=0 names="" file
   for file in "$dir"/*.log; do
     [ -e "$file" ] || continue
