@@ -4,7 +4,9 @@
 //   - every thread allocates one block of B bytes (B = 16 .. 8192, or mixed 16 .. 4096) for
 //     2^10 .. 2^20 threads, either allocate-then-free (two kernels) or interleaved (one kernel in
 //     which each thread allocates, writes and frees several times);
-//   - fill: threads allocate mixed sizes until their first failure; the heap's utilization then;
+//   - fill: threads allocate mixed sizes until their first failure; the heap's utilization then, and
+//     when the first request of all failed (a request over half a block, which needs contiguous
+//     free blocks, may fail long before the threads' last ones);
 //   - DeviceList: every thread appends k values one push_back at a time, or with one aggregated append(k).
 
 #include "examples/common/cli.cuh"
@@ -24,6 +26,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace malloc_bench {
@@ -114,19 +117,27 @@ struct Interleaved {
     }
   }
 };
-/// Allocates mixed sizes until the first failure; sums the bytes it got.
+/// The fill's two counters: the bytes handed out, and how many had been handed out when the first
+/// request failed (0 until one fails).
+struct FillCounters {
+  std::uint64_t requested;
+  std::uint64_t at_first_failure;
+};
+/// Allocates mixed sizes until the first failure; counts the bytes it got as it goes, so that the
+/// first failure can record the heap's use at that moment.
 template <class Allocator>
 struct FillUntilFailure {
   Allocator allocator;
-  std::uint64_t* requested_bytes;
+  FillCounters* counters;
   SOAHEAP_HD void operator()(std::uint64_t tid) const {
-    std::uint64_t total = 0;
     for (std::uint64_t attempt = 0; attempt < kFillAttemptsPerThread; ++attempt) {
       const std::uint64_t bytes = request_bytes(0, tid, attempt);
-      if (allocator.allocate(bytes) == nullptr) break;
-      total += bytes;
+      if (allocator.allocate(bytes) == nullptr) {
+        soaheap::detail::atomic_cas(&counters->at_first_failure, 0, soaheap::detail::atomic_load(&counters->requested));
+        break;
+      }
+      soaheap::detail::atomic_fetch_add(&counters->requested, bytes);
     }
-    soaheap::detail::atomic_fetch_add(requested_bytes, total);
   }
 };
 struct PushBackEach {
@@ -199,6 +210,14 @@ std::uint64_t read_counter(const Context& context) {
   return value;
 }
 
+/// A fill's counters as the result line reports them, against a heap of @p capacity_bytes.
+void report_fill(nlohmann::json& line, const FillCounters& counters, std::uint64_t capacity_bytes) {
+  line["bytes_requested"] = counters.requested;
+  line["capacity_bytes"] = capacity_bytes;
+  line["utilization"] = static_cast<double>(counters.requested) / static_cast<double>(capacity_bytes);
+  line["first_failure_utilization"] = static_cast<double>(counters.at_first_failure) / static_cast<double>(capacity_bytes);
+}
+
 /// One workload on one allocator, @p repeats times (each leaves the heap as it found it); prints the
 /// best run and the first, and returns the best run's total milliseconds.
 template <class Allocator>
@@ -236,30 +255,36 @@ double measure(Context& context, const Allocator& allocator, const char* name, s
   return best_alloc_ms + best_free_ms;
 }
 
+/// Runs the fill with @p allocator on @p threads threads; its time and counters.
+template <class Allocator>
+std::pair<double, FillCounters> run_fill(const soaheap::detail::Executor& executor, soaheap::Backend backend,
+                                         std::uint64_t threads, const Allocator& allocator) {
+  soaheap::detail::Memory memory(backend, sizeof(FillCounters));
+  memory.fill_zero();
+  const double ms = timed_ms(executor, threads, FillUntilFailure<Allocator>{allocator, memory.as<FillCounters>()});
+  FillCounters counters{};
+  memory.copy_to_host(&counters, 0, sizeof(counters));
+  return {ms, counters};
+}
+
 /// Fills a fresh heap of type HeapType with mixed sizes until the threads' first failures.
 template <class HeapType>
 void measure_fill(const Context& context, const soaheap::HeapOptions& options, std::uint64_t threads) {
   HeapType heap(options);
   const std::uint64_t capacity_bytes = heap.block_count() * HeapType::block_bytes();
-  soaheap::detail::Memory requested(context.backend, sizeof(std::uint64_t));
-  requested.fill_zero();
   using Allocator = SoaheapAllocator<typename HeapType::View>;
-  const double ms = timed_ms(heap.executor(), threads, FillUntilFailure<Allocator>{Allocator{heap.view()}, requested.as<std::uint64_t>()});
+  const auto [ms, counters] = run_fill(heap.executor(), context.backend, threads, Allocator{heap.view()});
   try {
     heap.synchronize();
   } catch (const soaheap::out_of_memory&) {  // the point of the exercise
   }
-  std::uint64_t requested_bytes = 0;
-  requested.copy_to_host(&requested_bytes, 0, sizeof(requested_bytes));
   const soaheap::HeapStats stats = heap.stats();
   nlohmann::json line = base_line(context, "soaheap", "fill_until_failure");
   line["bytes"] = "mixed";
   line["block_bytes"] = HeapType::block_bytes();
   line["threads"] = threads;
   line["fill_ms"] = ms;
-  line["bytes_requested"] = requested_bytes;
-  line["capacity_bytes"] = capacity_bytes;
-  line["utilization"] = static_cast<double>(requested_bytes) / static_cast<double>(capacity_bytes);
+  report_fill(line, counters, capacity_bytes);
   line["bytes_reserved"] = stats.untyped.bytes_reserved();
   line["reserved_share"] = static_cast<double>(stats.untyped.bytes_reserved()) / static_cast<double>(capacity_bytes);
   std::cout << line.dump() << std::endl;
@@ -267,17 +292,12 @@ void measure_fill(const Context& context, const soaheap::HeapOptions& options, s
 
 /// The same fill against the platform allocator, whose heap is @p capacity_bytes (never freed after).
 void measure_platform_fill(Context& context, std::uint64_t threads, std::uint64_t capacity_bytes) {
-  context.counter.fill_zero();
-  const double ms = timed_ms(context.heap.executor(), threads,
-                             FillUntilFailure<PlatformAllocator>{PlatformAllocator{}, context.counter.as<std::uint64_t>()});
-  const std::uint64_t requested = read_counter(context);
+  const auto [ms, counters] = run_fill(context.heap.executor(), context.backend, threads, PlatformAllocator{});
   nlohmann::json line = base_line(context, context.platform_name.c_str(), "fill_until_failure");
   line["bytes"] = "mixed";
   line["threads"] = threads;
   line["fill_ms"] = ms;
-  line["bytes_requested"] = requested;
-  line["capacity_bytes"] = capacity_bytes;
-  line["utilization"] = static_cast<double>(requested) / static_cast<double>(capacity_bytes);
+  report_fill(line, counters, capacity_bytes);
   std::cout << line.dump() << std::endl;
 }
 
