@@ -22,7 +22,8 @@ struct Untyped;
 
 /// @brief Allocates @p bytes of untyped memory from @p heap, aligned to 16 bytes; callable in
 /// kernels (cuda) and host-backend threads. Requests up to one block share blocks by size class;
-/// larger ones take contiguous blocks.
+/// larger ones take contiguous blocks. Where the request's class has no room, it gets a chunk of a
+/// larger class, at most twice its own, before it fails.
 /// @return the memory, or nullptr when @p bytes is 0 or the heap has no room (then an
 ///         out_of_memory naming the size is thrown by the next host call on the heap)
 /// @param heap a HeapView (`heap.view()`)

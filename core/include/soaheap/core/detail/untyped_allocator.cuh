@@ -112,20 +112,50 @@ struct Untyped {
     return size_class >= 0 ? size_class : Layout::kClassCount;
   }
 
-  /// A chunk of @p size_class for one thread's request of @p bytes: the host backend's path (rank -1).
-  SOAHEAP_HD static void* allocate_chunk(const View& view, std::uint64_t bytes, int size_class, std::uint32_t seed) {
-    const SlotClass slot_class = view.untyped_class(size_class);
-    std::uint64_t* const current = region(view, slot_class, size_class);
-    Reservation reservation{0, 0, HeapErrorKind::none};
-    if (current != nullptr) reservation = take_one_from_region(view, slot_class, region_shard(current, seed), seed);
-    if (reservation.slots == 0) reservation = reserve(view, slot_class, 1, seed);
-    if (reservation.slots == 0) reservation = look_again_at_regions(view, slot_class, current, seed + 1, reservation);
+  /// A chunk for one thread's request of @p bytes routed to @p route_class: the host backend's path
+  /// (rank -1). Where that class has no room, a larger one (larger_class).
+  SOAHEAP_HD static void* allocate_chunk(const View& view, std::uint64_t bytes, int route_class, std::uint64_t alignment,
+                                         std::uint32_t seed) {
+    int size_class = route_class;
+    Reservation reservation = reserve_chunk(view, size_class, seed);
+    while (reservation.slots == 0 && reservation.failure == HeapErrorKind::out_of_memory &&
+           (size_class = larger_class(view, route_class, size_class, alignment)) >= 0)
+      reservation = reserve_chunk(view, size_class, seed);
     if (reservation.slots == 0) {
       // Starvation too: the payload must carry the size, and the message covers contention.
       record(view, HeapErrorKind::untyped_out_of_memory, bytes);
       return nullptr;
     }
     return chunk_address(view, reservation.block, size_class, lowest_set_bit(reservation.slots));
+  }
+
+  /// One chunk of @p size_class for a host thread: from a current region where the class takes
+  /// them, else through the core, else from any region before out of memory.
+  SOAHEAP_HD static Reservation reserve_chunk(const View& view, int size_class, std::uint32_t seed) {
+    const SlotClass slot_class = view.untyped_class(size_class);
+    std::uint64_t* const current = region(view, slot_class, size_class);
+    Reservation reservation{0, 0, HeapErrorKind::none};
+    if (current != nullptr) reservation = take_one_from_region(view, slot_class, region_shard(current, seed), seed);
+    if (reservation.slots == 0) reservation = reserve(view, slot_class, 1, seed);
+    if (reservation.slots == 0) reservation = look_again_at_regions(view, slot_class, current, seed + 1, reservation);
+    return reservation;
+  }
+
+  /// @brief The size class after @p tried that a request routed to @p route_class takes when the
+  /// classes up to @p tried are out of memory, or -1: chunks at most twice the route's (what a
+  /// request may waste), aligned as asked, and room in sight — an active block of the class, or a
+  /// free block to start one. A span (a request over half a block) whose class finds no run of
+  /// free blocks takes a whole block this way while single free blocks remain, and a class with
+  /// no block left takes room in a larger class's blocks: the heap fills to the last chunk that
+  /// fits instead of failing the first request whose own class is full (decision 031).
+  SOAHEAP_HD static int larger_class(const View& view, int route_class, int tried, std::uint64_t alignment) {
+    const std::uint64_t most = 2 * Layout::chunk_bytes(route_class);
+    const bool free_block = !view.free_blocks().appears_empty();
+    for (int k = tried + 1; k < Layout::kClassCount && Layout::chunk_bytes(k) <= most; ++k) {
+      if (Layout::chunk_bytes(k) % alignment != 0) continue;
+      if (free_block || !active(view, k).appears_empty()) return k;
+    }
+    return -1;
   }
 
   /// The kRegionShards current-region words of @p size_class (detail/current_region.cuh), or
@@ -156,13 +186,13 @@ struct Untyped {
       return nullptr;
     }
 #if SOAHEAP_DEVICE_CODE
-    return allocate_in_warp(view, bytes, route_class);
+    return allocate_in_warp(view, bytes, route_class, alignment);
 #else
     if (bytes == 0) return nullptr;
     const std::uint32_t seed =
         mix_seed((std::uint64_t{ThreadPool::current_worker()} << 32) ^ next_host_seed());
     void* result = route_class == Layout::kClassCount ? allocate_run(view, bytes, seed)
-                                                      : allocate_chunk(view, bytes, route_class, seed);
+                                                      : allocate_chunk(view, bytes, route_class, alignment, seed);
     count_allocations(view, result != nullptr ? 1 : 0, result != nullptr ? bytes : 0, result != nullptr ? 0 : 1);
     return result;
 #endif
@@ -268,7 +298,7 @@ struct Untyped {
   /// Chunks go through the reservation core's reserve_in_warp when the whole warp is converged and
   /// its requests share one size class (one lane may then reserve for all); otherwise, and for
   /// runs, every lane serves itself.
-  __device__ static void* allocate_in_warp(const View& view, std::uint64_t bytes, int route_class) {
+  __device__ static void* allocate_in_warp(const View& view, std::uint64_t bytes, int route_class, std::uint64_t alignment) {
     // Zero-byte requests get nullptr without an error, like a run of their own.
     const unsigned label = bytes == 0 ? static_cast<unsigned>(Layout::kClassCount) + 1 : static_cast<unsigned>(route_class);
     const bool converged = whole_warp_converged();
@@ -277,14 +307,28 @@ struct Untyped {
     const unsigned lanes = __activemask();
     std::uint64_t pointer = 0;
     if (bytes != 0 && route_class < Layout::kClassCount) {
-      const SlotClass slot_class = view.untyped_class(route_class);
-      std::uint64_t* const current = region(view, slot_class, route_class);
       // Only a whole warp of one size class takes a region's slots: lanes of a warp that asks for
       // several (mixed sizes) would each add to the word and install alone; on an H200 they
       // filled a heap of 16 KiB blocks with mixed requests to 91 % instead of 96 % (decision 028).
-      const LaneSlot slot = one_label ? reserve_in_warp<true>(view, slot_class, true, static_cast<std::uint64_t>(route_class), current)
-                                      : reserve_for_lane(view, slot_class, lanes, static_cast<std::uint64_t>(route_class));
-      if (slot.slot >= 0) pointer = reinterpret_cast<std::uint64_t>(chunk_address(view, slot.block, route_class, slot.slot));
+      int size_class = route_class;
+      LaneSlot slot{0, -1, HeapErrorKind::none};
+      if (one_label) {
+        const SlotClass slot_class = view.untyped_class(route_class);
+        slot = reserve_in_warp<true>(view, slot_class, true, static_cast<std::uint64_t>(route_class),
+                                     region(view, slot_class, route_class));
+      }
+      // Each lane on its own: its route's class unless the warp tried it, then larger classes
+      // while the tried ones are out of memory (larger_class). One call site keeps the path small
+      // enough to inline whole (decision 008).
+      bool own = !one_label;
+      while (slot.slot < 0) {
+        if (own) slot = reserve_for_lane(view, view.untyped_class(size_class), __activemask(), static_cast<std::uint64_t>(size_class));
+        if (slot.slot >= 0 || slot.failure != HeapErrorKind::out_of_memory) break;
+        size_class = larger_class(view, route_class, size_class, alignment);
+        if (size_class < 0) break;
+        own = true;
+      }
+      if (slot.slot >= 0) pointer = reinterpret_cast<std::uint64_t>(chunk_address(view, slot.block, size_class, slot.slot));
       else record(view, HeapErrorKind::untyped_out_of_memory, bytes);
     } else if (bytes != 0) {
       // Lanes of one warp share the seed: their runs start their scans apart by rank.
