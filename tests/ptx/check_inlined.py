@@ -9,7 +9,7 @@ import sys
 
 def kernels(ptx):
     """(name, body) of every .entry in @p ptx."""
-    starts = [m for m in re.finditer(r"^\.(?:visible|weak)?\s*\.entry\s+(\S+?)\(", ptx, re.M)]
+    starts = list(re.finditer(r"^\.(?:visible|weak)?\s*\.entry\s+(\S+?)\(", ptx, re.M))
     for index, match in enumerate(starts):
         end = starts[index + 1].start() if index + 1 < len(starts) else len(ptx)
         yield match.group(1), ptx[match.start():end]
