@@ -1,7 +1,8 @@
 // Kernels that tests/ptx/check_inlined.py reads as PTX: every kernel named inlined_* must hold the
 // whole path of the call it makes — no call to another function, no local memory. An out-of-line
 // allocation path copies the kernel's heap view to local memory in every thread and made the
-// applications 1.6-3.8x slower (docs/decisions/008-allocation-path-inlined.md).
+// applications 1.6-3.8x slower (docs/decisions/008-allocation-path-inlined.md); malloc's path went
+// out of line unnoticed when its growth path lengthened, until it was forced inline.
 
 #include "tests/common/test_classes.cuh"
 
@@ -33,4 +34,12 @@ __global__ void inlined_create_if_near(View heap, Node* const* near, Node** out)
 
 __global__ void inlined_destroy(View heap, Node* const* objects) {
   soaheap::destroy(heap, objects[thread_index()]);
+}
+
+__global__ void inlined_malloc(View heap, std::uint64_t bytes, void** out) {
+  out[thread_index()] = soaheap::malloc(heap, bytes);
+}
+
+__global__ void inlined_free(View heap, void* const* memory) {
+  soaheap::free(heap, memory[thread_index()]);
 }

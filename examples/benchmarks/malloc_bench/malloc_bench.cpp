@@ -71,8 +71,11 @@ SOAHEAP_HD inline std::uint64_t request_bytes(std::uint64_t bytes, std::uint64_t
 template <class HeapView = View>
 struct SoaheapAllocator {
   HeapView heap;
-  SOAHEAP_HD void* allocate(std::uint64_t bytes) const { return soaheap::malloc(heap, bytes); }
-  SOAHEAP_HD void release(void* pointer) const { soaheap::free(heap, pointer); }
+  // Forced inline, like the functors below that call it, as soaheap::malloc is: nvcc otherwise
+  // compiles a function that holds malloc's whole inlined path out of line, and each thread copies
+  // the heap view to local memory and calls it (docs/performance-guide.md).
+  SOAHEAP_HD SOAHEAP_FORCE_INLINE void* allocate(std::uint64_t bytes) const { return soaheap::malloc(heap, bytes); }
+  SOAHEAP_HD SOAHEAP_FORCE_INLINE void release(void* pointer) const { soaheap::free(heap, pointer); }
 };
 struct PlatformAllocator {
   SOAHEAP_HD void* allocate(std::uint64_t bytes) const { return ::malloc(bytes); }
@@ -85,7 +88,7 @@ struct AllocateOne {
   std::uint64_t bytes;
   void** slots;
   std::uint64_t* failures;
-  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+  SOAHEAP_HD SOAHEAP_FORCE_INLINE void operator()(std::uint64_t tid) const {
     void* memory = allocator.allocate(request_bytes(bytes, tid, 0));
     if (memory == nullptr) soaheap::detail::atomic_fetch_add(failures, 1);
     else *static_cast<std::uint64_t*>(memory) = tid;  // touch it, as a user would
@@ -96,7 +99,7 @@ template <class Allocator>
 struct FreeOne {
   Allocator allocator;
   void** slots;
-  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+  SOAHEAP_HD SOAHEAP_FORCE_INLINE void operator()(std::uint64_t tid) const {
     if (slots[tid] != nullptr) allocator.release(slots[tid]);
   }
 };
@@ -105,7 +108,7 @@ struct Interleaved {
   Allocator allocator;
   std::uint64_t bytes;
   std::uint64_t* failures;
-  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+  SOAHEAP_HD SOAHEAP_FORCE_INLINE void operator()(std::uint64_t tid) const {
     for (int round = 0; round < kInterleavedRounds; ++round) {
       void* memory = allocator.allocate(request_bytes(bytes, tid, static_cast<std::uint64_t>(round)));
       if (memory == nullptr) {
@@ -129,7 +132,7 @@ template <class Allocator>
 struct FillUntilFailure {
   Allocator allocator;
   FillCounters* counters;
-  SOAHEAP_HD void operator()(std::uint64_t tid) const {
+  SOAHEAP_HD SOAHEAP_FORCE_INLINE void operator()(std::uint64_t tid) const {
     for (std::uint64_t attempt = 0; attempt < kFillAttemptsPerThread; ++attempt) {
       const std::uint64_t bytes = request_bytes(0, tid, attempt);
       if (allocator.allocate(bytes) == nullptr) {

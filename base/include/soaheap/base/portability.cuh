@@ -15,6 +15,15 @@
 #define SOAHEAP_HAS_CUDA 0
 #endif
 
+// Inlines a function into its caller even where the compiler's size heuristics would not. For the
+// allocation paths: a kernel that calls one out of line copies the heap view to local memory per
+// thread and pays a call (decision 008). Only the compiler's own inline hint on the host.
+#if defined(__CUDACC__)
+#define SOAHEAP_FORCE_INLINE __forceinline__
+#else
+#define SOAHEAP_FORCE_INLINE inline
+#endif
+
 // Some lambdas/functors are host+device; when compiled by plain g++ the qualifiers vanish.
 #if defined(__CUDA_ARCH__)
 #define SOAHEAP_DEVICE_CODE 1

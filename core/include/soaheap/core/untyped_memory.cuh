@@ -28,14 +28,14 @@ struct Untyped;
 ///         out_of_memory naming the size is thrown by the next host call on the heap)
 /// @param heap a HeapView (`heap.view()`)
 template <class... Classes>
-SOAHEAP_HD void* malloc(const HeapView<Classes...>& heap, std::uint64_t bytes) {
+SOAHEAP_HD SOAHEAP_FORCE_INLINE void* malloc(const HeapView<Classes...>& heap, std::uint64_t bytes) {
   return detail::Untyped<detail::HeapInternals<Classes...>>::allocate(detail::internals(heap), bytes, detail::kUntypedAlignment);
 }
 
 /// @brief malloc with an @p alignment (a power of two up to 128 bytes).
 /// @return nullptr for any other alignment, recording an error that the next host call throws
 template <class... Classes>
-SOAHEAP_HD void* malloc_aligned(const HeapView<Classes...>& heap, std::uint64_t bytes, std::uint64_t alignment) {
+SOAHEAP_HD SOAHEAP_FORCE_INLINE void* malloc_aligned(const HeapView<Classes...>& heap, std::uint64_t bytes, std::uint64_t alignment) {
   return detail::Untyped<detail::HeapInternals<Classes...>>::allocate(detail::internals(heap), bytes, alignment);
 }
 

@@ -179,7 +179,7 @@ struct Untyped {
                                    static_cast<std::uint64_t>(chunk) * Layout::chunk_bytes(size_class));
   }
 
-  SOAHEAP_HD static void* allocate(const View& view, std::uint64_t bytes, std::uint64_t alignment) {
+  SOAHEAP_HD SOAHEAP_FORCE_INLINE static void* allocate(const View& view, std::uint64_t bytes, std::uint64_t alignment) {
     const int route_class = route(bytes, alignment);
     if (route_class < 0) {
       record(view, HeapErrorKind::invalid_alignment, alignment);
@@ -298,7 +298,7 @@ struct Untyped {
   /// Chunks go through the reservation core's reserve_in_warp when the whole warp is converged and
   /// its requests share one size class (one lane may then reserve for all); otherwise, and for
   /// runs, every lane serves itself.
-  __device__ static void* allocate_in_warp(const View& view, std::uint64_t bytes, int route_class, std::uint64_t alignment) {
+  __device__ SOAHEAP_FORCE_INLINE static void* allocate_in_warp(const View& view, std::uint64_t bytes, int route_class, std::uint64_t alignment) {
     // Zero-byte requests get nullptr without an error, like a run of their own.
     const unsigned label = bytes == 0 ? static_cast<unsigned>(Layout::kClassCount) + 1 : static_cast<unsigned>(route_class);
     const bool converged = whole_warp_converged();
