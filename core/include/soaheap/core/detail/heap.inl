@@ -35,8 +35,9 @@ Heap<Classes...>::Heap(const HeapOptions& options) : options_(detail::sized_opti
   make_storage(initial_blocks);
   runtime_ = detail::Memory(options.backend, sizeof(detail::HeapRuntimeState), managed());
   error_signal_ = detail::MappedWord(options.backend, 0);
-  statistics_counters_ = detail::Memory(
-      options.backend, kClassCount * detail::StatisticsKernel<Internals>::kCounters * sizeof(std::uint64_t));
+  statistics_counters_ = detail::Memory(options.backend, (kClassCount * detail::StatisticsKernel<Internals>::kCounters +
+                                                          detail::UntypedStatisticsKernel<Internals>::kCounters) *
+                                                             sizeof(std::uint64_t));
   block_lists_.resize(Internals::kBitmapCount);
   // cuda times the enumerations on the device (EnumerationStamp), the host backend by its clock.
   enumeration_timer_.enabled = options.time_enumeration && options.backend == Backend::host;
@@ -100,13 +101,16 @@ template <class... Classes>
 HeapStats Heap<Classes...>::stats() const {
   synchronize();
   constexpr int kCounters = detail::StatisticsKernel<Internals>::kCounters;
+  constexpr int kTypedCounters = kClassCount * kCounters;
+  // Objects' and untyped memory's counts: two launches, one wait, one copy.
   detail::Memory& counters = statistics_counters_;
   counters.fill_zero();
-  const std::uint64_t chunks =
-      (block_count_ + detail::StatisticsKernel<Internals>::kBlocksPerThread - 1) / detail::StatisticsKernel<Internals>::kBlocksPerThread;
-  executor_.run(chunks, detail::StatisticsKernel<Internals>{make_internals(), counters.as<std::uint64_t>()});
-  std::vector<std::uint64_t> values(kClassCount * kCounters);
-  counters.copy_to_host(values.data(), 0, values.size() * sizeof(std::uint64_t));
+  const std::uint64_t threads = detail::block_counting_threads(block_count_);
+  executor_.launch(threads, detail::StatisticsKernel<Internals>{make_internals(), counters.as<std::uint64_t>()});
+  executor_.launch(threads, detail::UntypedStatisticsKernel<Internals>{make_internals(), counters.as<std::uint64_t>() + kTypedCounters});
+  executor_.synchronize();
+  std::vector<std::uint64_t> values(counters.bytes() / sizeof(std::uint64_t));
+  counters.copy_to_host(values.data(), 0, counters.bytes());
   HeapStats result;
   result.block_count = block_count_;
   // What the counting kernel saw: the grower may have mapped blocks since that no one published.
@@ -134,7 +138,7 @@ HeapStats Heap<Classes...>::stats() const {
     allocated += entry.allocated_blocks;
     result.classes.push_back(entry);
   }
-  result.untyped = detail::collect_untyped_stats(executor_, make_internals(), runtime_);
+  result.untyped = detail::untyped_stats_from(make_internals(), values.data() + kTypedCounters, runtime_);
   result.free_blocks = result.mapped_blocks - allocated - result.untyped.blocks();
   return result;
 }

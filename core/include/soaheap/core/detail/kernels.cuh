@@ -4,6 +4,7 @@
 ///        functor called with a logical thread index by detail::Executor.
 
 #include <soaheap/core/backend.cuh>
+#include <soaheap/core/detail/block_counting.cuh>
 #include <soaheap/core/detail/heap_growth.cuh>
 #include <soaheap/core/detail/warp_aggregation.cuh>
 #include <soaheap/core/heap_view.cuh>
@@ -480,30 +481,24 @@ struct ParallelNewKernel {
 };
 
 /// Counts per class: allocated blocks, used slots, active blocks, candidates (4 counters per class).
+/// Launched with block_counting_threads(view.block_count) threads.
 template <class View>
 struct StatisticsKernel {
-  static constexpr std::uint64_t kBlocksPerThread = kStatisticsBlocksPerThread;  // detail/tuning.cuh
   static constexpr int kCounters = 4;
   View view;
   std::uint64_t* counters;
-  SOAHEAP_HD void operator()(std::uint64_t chunk) const {
-    std::uint64_t local[View::kClassCount][kCounters] = {};
-    const std::uint64_t begin = chunk * kBlocksPerThread;
-    const std::uint64_t end = begin + kBlocksPerThread < view.block_count ? begin + kBlocksPerThread : view.block_count;
+  SOAHEAP_HD void operator()(std::uint64_t tid) const {
     const BitmapView free_blocks = view.free_blocks();
-    for (std::uint64_t block = begin; block < end; ++block) {
-      if (free_blocks.get(block)) continue;
+    count_blocks<View::kClassCount * kCounters>(tid, view.block_count, counters, [&](std::uint64_t block, std::uint64_t* local) {
+      if (free_blocks.get(block)) return;
       const std::uint32_t class_index = atomic_load(&view.headers[block].class_id);
-      if (class_index >= static_cast<std::uint32_t>(View::kClassCount)) continue;
+      if (class_index >= static_cast<std::uint32_t>(View::kClassCount)) return;
       const int c = static_cast<int>(class_index);
-      local[c][0] += 1;
-      local[c][1] += popcount(atomic_load(&view.headers[block].allocation) & View::full_mask(c));
-      local[c][2] += view.active_blocks(c).get(block) ? 1 : 0;
-      local[c][3] += view.defrag_candidates(c).get(block) ? 1 : 0;
-    }
-    for (int c = 0; c < View::kClassCount; ++c)
-      for (int k = 0; k < kCounters; ++k)
-        if (local[c][k] != 0) atomic_fetch_add(&counters[c * kCounters + k], local[c][k]);
+      local[c * kCounters + 0] += 1;
+      local[c * kCounters + 1] += popcount(atomic_load(&view.headers[block].allocation) & View::full_mask(c));
+      local[c * kCounters + 2] += view.active_blocks(c).get(block) ? 1 : 0;
+      local[c * kCounters + 3] += view.defrag_candidates(c).get(block) ? 1 : 0;
+    });
   }
 };
 

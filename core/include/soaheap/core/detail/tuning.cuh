@@ -51,9 +51,10 @@ inline constexpr std::uint64_t kHierarchyLaunchMaxItems = std::uint64_t{1} << 20
 /// Heap blocks each lane of the block-list enumeration reads: the measured best of 1, 4, 8 and 16
 /// (decision 012).
 inline constexpr int kEnumerationBlocksPerLane = 4;
-/// Heap blocks each thread of the statistics reduction counts: few enough threads that their
-/// per-class counters add up with few atomics, enough to fill the GPU for large heaps.
-inline constexpr std::uint64_t kStatisticsBlocksPerThread = 256;
+/// The statistics' counting (detail/block_counting.cuh): a warp's lanes count a chunk of this
+/// many consecutive blocks, eight each, and add their per-class counters up once per warp.
+inline constexpr std::uint64_t kCountingBlocksPerWarp = 256;
+inline constexpr std::uint64_t kCountingLanes = 32;
 
 /// Operations the host may be ahead of the GPU on a growable heap (detail/operations_ahead.cuh):
 /// a few hundred launches, far from a full launch queue, and enough to keep the GPU fed.

@@ -3,6 +3,7 @@
 /// @brief What the host learns about untyped memory: heap.stats()'s untyped part and the
 ///        exceptions for the errors that malloc and free record in kernels.
 
+#include <soaheap/core/detail/block_counting.cuh>
 #include <soaheap/core/detail/executor.cuh>
 #include <soaheap/core/detail/untyped_allocator.cuh>
 #include <soaheap/core/errors.hpp>
@@ -17,33 +18,28 @@
 
 namespace soaheap::detail {
 
-/// Per 256 blocks: per size class blocks (of its spans), used chunks and active spans; then run heads and run blocks.
+/// Per size class blocks (of its spans), used chunks and active spans; then run heads and run
+/// blocks. Launched with block_counting_threads(view.block_count) threads.
 template <class View>
 struct UntypedStatisticsKernel {
   using Layout = typename View::Untyped;
-  static constexpr std::uint64_t kBlocksPerThread = 256;
   static constexpr int kCounters = 3 * Layout::kClassCount + 2;
   View view;
   std::uint64_t* counters;
-  SOAHEAP_HD void operator()(std::uint64_t chunk) const {
-    std::uint64_t local[kCounters] = {};
-    const std::uint64_t begin = chunk * kBlocksPerThread;
-    const std::uint64_t end = begin + kBlocksPerThread < view.block_count ? begin + kBlocksPerThread : view.block_count;
+  SOAHEAP_HD void operator()(std::uint64_t tid) const {
     const BitmapView runs = Untyped<View>::run_blocks(view);
-    for (std::uint64_t block = begin; block < end; ++block) {
+    count_blocks<kCounters>(tid, view.block_count, counters, [&](std::uint64_t block, std::uint64_t* local) {
       if (runs.get(block)) {
         local[3 * Layout::kClassCount + 1] += 1;
         if (atomic_load(&view.headers[block].class_id) == kUntypedRunHeadId) local[3 * Layout::kClassCount] += 1;
-        continue;
+        return;
       }
       const int k = Layout::size_class_of_id(atomic_load(&view.headers[block].class_id));
-      if (k < 0 || !Untyped<View>::allocated(view, k).get(block)) continue;
+      if (k < 0 || !Untyped<View>::allocated(view, k).get(block)) return;
       local[3 * k] += static_cast<std::uint64_t>(Layout::span(k));  // the later blocks of a span are counted here
       local[3 * k + 1] += popcount(atomic_load(&view.headers[block].allocation) & Layout::full_mask(k));
       local[3 * k + 2] += Untyped<View>::active(view, k).get(block) ? 1 : 0;
-    }
-    for (int c = 0; c < kCounters; ++c)
-      if (local[c] != 0) atomic_fetch_add(&counters[c], local[c]);
+    });
   }
 };
 
@@ -100,17 +96,11 @@ inline bool is_untyped_error(HeapErrorKind kind) {
   }
 }
 
-/// heap.stats()'s untyped part: one kernel over the headers, plus the cumulative counters.
+/// heap.stats()'s untyped part: what UntypedStatisticsKernel counted (@p values, on the host),
+/// plus the cumulative counters.
 template <class View>
-UntypedStats collect_untyped_stats(const Executor& executor, const View& view, const Memory& runtime_state) {
-  using Kernel = UntypedStatisticsKernel<View>;
+UntypedStats untyped_stats_from(const View& view, const std::uint64_t* values, const Memory& runtime_state) {
   using Layout = typename View::Untyped;
-  Memory counters(executor.backend, Kernel::kCounters * sizeof(std::uint64_t));
-  counters.fill_zero();
-  executor.run((view.block_count + Kernel::kBlocksPerThread - 1) / Kernel::kBlocksPerThread,
-               Kernel{view, counters.as<std::uint64_t>()});
-  std::vector<std::uint64_t> values(Kernel::kCounters);
-  counters.copy_to_host(values.data(), 0, values.size() * sizeof(std::uint64_t));
   UntypedCounters totals{};
   runtime_state.copy_to_host(&totals, offsetof(HeapRuntimeState, untyped), sizeof(totals));
   // Chunks that a current region holds but never handed out are reserved, not used.
