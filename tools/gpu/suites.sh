@@ -7,6 +7,9 @@
 # (seconds per test under a sanitizer, default 480), KERNELS (a regular expression: the tool checks only the
 # kernels whose mangled names match it, e.g. "(Survey|Pack|Unpack)Kernel" for a layer's own kernels, which
 # takes migrate's slowest racecheck tests from over 540 s to 2-4 s; the rest run uninstrumented).
+# CUDA_LAUNCH_BLOCKING=1 (passed through to the tests) lets racecheck finish migrate's tests whose ranks are
+# host threads launching at once: without it three such ranks sat in cuStreamSynchronize inside the tool for
+# as long as any limit allowed (gdb, H200); with it DeparturesRecordedByAKernel passed in 3 s, 0 hazards.
 # Appends to LOG; prints one summary line per run.
 # Under a sanitizer every test runs in a process of its own, JOBS (default 8) at a time: racecheck
 # over a whole suite took longer than any time limit a GPU machine gives a command (migrate: more
