@@ -376,8 +376,12 @@ int run(int argc, char** argv) {
     }
   }
 
-  // Utilization at the first failure with mixed sizes, on fresh heaps of 4 KiB and 16 KiB blocks.
-  const std::uint64_t fill_threads = std::min<std::uint64_t>(max_threads, data_bytes / 2048);
+  // Utilization at the first failure with mixed sizes, on fresh heaps of 4 KiB and 16 KiB blocks:
+  // as many threads as the run's largest count (at most one per 2 KiB of heap), and at least enough
+  // that their attempts ask for twice the heap (fewer never fill it: 1,024 threads on 16 GiB said 0 %).
+  constexpr std::uint64_t kFillAsksPerThread = kFillAttemptsPerThread * ((kMixedMin + kMixedMax) / 2);
+  const std::uint64_t fill_threads = std::max(std::min<std::uint64_t>(max_threads, data_bytes / 2048),
+                                              (2 * data_bytes + kFillAsksPerThread - 1) / kFillAsksPerThread);
   measure_fill<BenchHeap>(context, options, fill_threads);
   measure_fill<WideHeap>(context, options, fill_threads);
   // CUDA's device heap has a fixed size (set to the soaheap data bytes above); the host's has none.
