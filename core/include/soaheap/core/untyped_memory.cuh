@@ -3,7 +3,7 @@
 /// @brief `soaheap::malloc` / `soaheap::free`: untyped memory of any size in the same heap as the
 ///        managed objects (the low layer of the KMA thesis's two-layer design).
 ///
-/// Requests below one block share blocks by size class, larger ones take runs of contiguous blocks
+/// Requests that fit a chunk smaller than a block share blocks by size class, larger ones take runs of contiguous blocks
 /// (detail/untyped_allocator.cuh). Untyped blocks carry header class ids that no managed class has,
 /// and bitmaps of their own, so enumeration, statistics of classes and defragmentation (which read
 /// only managed classes' bitmaps) never see, move or change them.

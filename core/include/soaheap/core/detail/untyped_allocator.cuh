@@ -2,7 +2,7 @@
 /// @file detail/untyped_allocator.cuh
 /// @brief The algorithms behind `soaheap::malloc` / `soaheap::free` (untyped_memory.cuh).
 ///
-/// Requests below one block are rounded to a size class (untyped_layout.cuh); a block of untyped
+/// Requests that fit a chunk smaller than a block are rounded to a size class (untyped_layout.cuh); a block of untyped
 /// memory holds chunks of one class, found through the class's own allocated/active bitmaps and
 /// reserved in the block's 64-bit allocation bitmap exactly as object slots are, by the one
 /// reservation core (detail/slot_reservation.cuh). Larger requests take a run of contiguous free
@@ -112,7 +112,8 @@ struct Untyped {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > kMaxUntypedAlignment) return -1;
     if (alignment < kUntypedAlignment) alignment = kUntypedAlignment;
     const int size_class = Layout::size_class_for(bytes, alignment);
-    return size_class >= 0 && size_class < Layout::kClassCount - 1 ? size_class : Layout::kClassCount;
+    constexpr int kWholeBlockClass = Layout::kClassCount - 1;
+    return size_class >= 0 && size_class != kWholeBlockClass ? size_class : Layout::kClassCount;
   }
 
   /// A chunk for one thread's request of @p bytes routed to @p route_class: the host backend's path
