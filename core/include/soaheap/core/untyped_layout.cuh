@@ -11,8 +11,9 @@
 /// bytes, and from 8/9 of a block to a whole block, where no s <= 8 gives a finer fraction), so a
 /// request wastes little of its chunk and the chunks fill their span;
 /// a span of one block is chosen wherever it is nearly as good as a longer one, because a span must
-/// find s contiguous free blocks. The largest class is a whole block; larger requests take a run of
-/// contiguous blocks (docs/decisions/026-untyped-size-classes-span-blocks.md).
+/// find s contiguous free blocks. The largest class is a whole block (requests of a whole block or
+/// more take a run of contiguous blocks; the class serves requests whose own class is full)
+/// (docs/decisions/026-untyped-size-classes-span-blocks.md).
 
 #include <soaheap/base/portability.cuh>
 

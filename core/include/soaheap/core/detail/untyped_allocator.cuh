@@ -2,7 +2,7 @@
 /// @file detail/untyped_allocator.cuh
 /// @brief The algorithms behind `soaheap::malloc` / `soaheap::free` (untyped_memory.cuh).
 ///
-/// Requests up to one block are rounded to a size class (untyped_layout.cuh); a block of untyped
+/// Requests that fit a chunk smaller than a block are rounded to a size class (untyped_layout.cuh); a block of untyped
 /// memory holds chunks of one class, found through the class's own allocated/active bitmaps and
 /// reserved in the block's 64-bit allocation bitmap exactly as object slots are, by the one
 /// reservation core (detail/slot_reservation.cuh). Larger requests take a run of contiguous free
@@ -104,12 +104,16 @@ struct Untyped {
   }
 
   // ---- the entry points -------------------------------------------------------------------------
-  /// Size class of a request, Layout::kClassCount for a run, or -1 for a bad alignment.
+  /// Size class of a request, Layout::kClassCount for a run, or -1 for a bad alignment. A request
+  /// whose class would be the whole-block one takes a run of one block: the same memory, without
+  /// starting and retiring a block of the class (its bitmaps) at every request and without regions
+  /// of single chunks. That class stays for requests whose own class is full (larger_class).
   SOAHEAP_HD static int route(std::uint64_t bytes, std::uint64_t alignment) {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > kMaxUntypedAlignment) return -1;
     if (alignment < kUntypedAlignment) alignment = kUntypedAlignment;
     const int size_class = Layout::size_class_for(bytes, alignment);
-    return size_class >= 0 ? size_class : Layout::kClassCount;
+    constexpr int kWholeBlockClass = Layout::kClassCount - 1;
+    return size_class >= 0 && size_class != kWholeBlockClass ? size_class : Layout::kClassCount;
   }
 
   /// A chunk for one thread's request of @p bytes routed to @p route_class: the host backend's path
