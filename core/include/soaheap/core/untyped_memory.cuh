@@ -3,8 +3,8 @@
 /// @brief `soaheap::malloc` / `soaheap::free`: untyped memory of any size in the same heap as the
 ///        managed objects (the low layer of the KMA thesis's two-layer design).
 ///
-/// Requests that fit a chunk smaller than a block share blocks by size class, larger ones take runs of contiguous blocks
-/// (detail/untyped_allocator.cuh). Untyped blocks carry header class ids that no managed class has,
+/// Requests that fit a chunk smaller than a block share blocks by size class, larger ones take runs
+/// of contiguous blocks (detail/untyped_allocator.cuh). Untyped blocks carry header class ids that no managed class has,
 /// and bitmaps of their own, so enumeration, statistics of classes and defragmentation (which read
 /// only managed classes' bitmaps) never see, move or change them.
 
@@ -22,8 +22,8 @@ struct Untyped;
 
 /// @brief Allocates @p bytes of untyped memory from @p heap, aligned to 16 bytes; callable in
 /// kernels (cuda) and host-backend threads. Requests that fit a chunk smaller than a block share
-/// blocks by size class; larger ones take contiguous blocks. Where the request's class has no room, it gets a chunk of a
-/// larger class, at most twice its own, before it fails.
+/// blocks by size class; larger ones take contiguous blocks. Where the request's class has no room,
+/// it gets a chunk of a larger class, at most twice its own, before it fails.
 /// @return the memory, or nullptr when @p bytes is 0 or the heap has no room (then an
 ///         out_of_memory naming the size is thrown by the next host call on the heap)
 /// @param heap a HeapView (`heap.view()`)

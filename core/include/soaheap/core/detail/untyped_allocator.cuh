@@ -2,10 +2,10 @@
 /// @file detail/untyped_allocator.cuh
 /// @brief The algorithms behind `soaheap::malloc` / `soaheap::free` (untyped_memory.cuh).
 ///
-/// Requests that fit a chunk smaller than a block are rounded to a size class (untyped_layout.cuh); a block of untyped
-/// memory holds chunks of one class, found through the class's own allocated/active bitmaps and
-/// reserved in the block's 64-bit allocation bitmap exactly as object slots are, by the one
-/// reservation core (detail/slot_reservation.cuh). Larger requests take a run of contiguous free
+/// Requests that fit a chunk smaller than a block are rounded to a size class (untyped_layout.cuh);
+/// a block of untyped memory holds chunks of one class, found through the class's own
+/// allocated/active bitmaps and reserved in the block's 64-bit allocation bitmap exactly as object
+/// slots are, by the one reservation core (detail/slot_reservation.cuh). Larger requests take a run of contiguous free
 /// blocks (detail/block_runs.cuh); their data segments are contiguous because block headers live in
 /// a table of their own.
 
