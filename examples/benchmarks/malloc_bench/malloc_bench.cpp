@@ -112,7 +112,7 @@ struct ReadSlotOnly {
   void** slots;
   std::uint64_t* failures;
   SOAHEAP_HD SOAHEAP_FORCE_INLINE void operator()(std::uint64_t tid) const {
-    if (slots[tid] == static_cast<const void*>(&allocator)) soaheap::detail::atomic_fetch_add(failures, 1);  // never
+    if (slots[tid] == static_cast<void*>(failures)) soaheap::detail::atomic_fetch_add(failures, 1);  // never
   }
 };
 template <class Allocator>
