@@ -24,6 +24,14 @@
 #define SOAHEAP_FORCE_INLINE inline
 #endif
 
+// Keeps a short loop rolled in device code, where nvcc unrolls loops of unknown trip count at every
+// inlined call site; host compilers do not know the pragma.
+#if defined(__CUDA_ARCH__)
+#define SOAHEAP_NO_UNROLL _Pragma("unroll 1")
+#else
+#define SOAHEAP_NO_UNROLL
+#endif
+
 // Some lambdas/functors are host+device; when compiled by plain g++ the qualifiers vanish.
 #if defined(__CUDA_ARCH__)
 #define SOAHEAP_DEVICE_CODE 1

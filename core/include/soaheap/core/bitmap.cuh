@@ -184,6 +184,9 @@ class BitmapView {
   SOAHEAP_HD std::uint64_t level_offset(int level) const {
     std::uint64_t offset = 0;
     std::uint64_t words = level0_words_;
+    // Rolled: unrolled at each call site, this loop was two thirds of the machine code of a kernel
+    // that calls soaheap::malloc (docs/decisions/008-allocation-path-inlined.md).
+    SOAHEAP_NO_UNROLL
     for (int below = 0; below < level; ++below) {
       offset += words;
       words = (words + 63) / 64;
