@@ -1,22 +1,12 @@
 """Tests of kernel-resources: parsing cuobjdump's -res-usage and -sass output and naming kernels."""
 
-import importlib.machinery
-import importlib.util
 import os
+import runpy
+import types
 import unittest
 
 TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernel-resources")
-
-
-def load_tool():
-    loader = importlib.machinery.SourceFileLoader("kernel_resources", TOOL)
-    spec = importlib.util.spec_from_loader("kernel_resources", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-tool = load_tool()
+tool = types.SimpleNamespace(**runpy.run_path(TOOL))  # the script's functions, without running main
 
 RES_USAGE = """
 Fatbin elf code:
