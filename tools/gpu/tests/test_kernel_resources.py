@@ -44,24 +44,28 @@ class ParseTest(unittest.TestCase):
 
 
 class NameTest(unittest.TestCase):
-    def test_parallel_do_kernel_is_named_by_its_method(self):
-        name = ("void soaheap::detail::for_each_counted_row_kernel<4, soaheap::detail::ParallelDoKernel<"
-                "soaheap::HeapView<automaton::Cell>, automaton::Cell, automaton::Cell, &automaton::Cell::register_in, "
-                "soaheap::detail::ArgumentPack<automaton::Cell**> > >(soaheap::detail::ParallelDoKernel<x>, "
-                "unsigned long const*, unsigned long, unsigned long*)")
-        self.assertEqual(tool.short_name(name), "for_each_counted_row_kernel<4 Cell::register_in")
-
-    def test_method_template_is_named_by_its_method(self):
-        name = ("void soaheap::detail::for_each_bounded_thread_kernel<6, soaheap::detail::ParallelDoKernel<"
-                "soaheap::HeapView<automaton::Cell>, automaton::Alive, automaton::Alive, &(void automaton::Alive::"
-                "create_candidates<soaheap::HeapView<automaton::Cell> >(soaheap::HeapView<automaton::Cell> const&, "
-                "unsigned long)), soaheap::detail::ArgumentPack<unsigned long> > >(int)")
-        self.assertEqual(tool.short_name(name), "for_each_bounded_thread_kernel<6 Alive::create_candidates")
-
-    def test_other_kernel_is_named_by_its_functor(self):
-        name = ("void soaheap::detail::for_each_thread_kernel<soaheap::detail::StatisticsKernel<"
-                "soaheap::HeapView<automaton::Cell> > >(soaheap::detail::StatisticsKernel<x>, unsigned long)")
-        self.assertEqual(tool.short_name(name), "for_each_thread_kernel StatisticsKernel")
+    def test_kernels_are_named_by_their_launch_template_and_method_or_functor(self):
+        cases = [
+            # a parallel_do kernel: by its method
+            ("void soaheap::detail::for_each_counted_row_kernel<4, soaheap::detail::ParallelDoKernel<"
+             "soaheap::HeapView<automaton::Cell>, automaton::Cell, automaton::Cell, &automaton::Cell::register_in, "
+             "soaheap::detail::ArgumentPack<automaton::Cell**> > >(soaheap::detail::ParallelDoKernel<x>, "
+             "unsigned long const*, unsigned long, unsigned long*)",
+             "for_each_counted_row_kernel<4 Cell::register_in"),
+            # a method template: by its method, not its template arguments
+            ("void soaheap::detail::for_each_bounded_thread_kernel<6, soaheap::detail::ParallelDoKernel<"
+             "soaheap::HeapView<automaton::Cell>, automaton::Alive, automaton::Alive, &(void automaton::Alive::"
+             "create_candidates<soaheap::HeapView<automaton::Cell> >(soaheap::HeapView<automaton::Cell> const&, "
+             "unsigned long)), soaheap::detail::ArgumentPack<unsigned long> > >(int)",
+             "for_each_bounded_thread_kernel<6 Alive::create_candidates"),
+            # any other kernel: by its functor
+            ("void soaheap::detail::for_each_thread_kernel<soaheap::detail::StatisticsKernel<"
+             "soaheap::HeapView<automaton::Cell> > >(soaheap::detail::StatisticsKernel<x>, unsigned long)",
+             "for_each_thread_kernel StatisticsKernel"),
+        ]
+        for name, expected in cases:
+            with self.subTest(expected=expected):
+                self.assertEqual(tool.short_name(name), expected)
 
     def test_labels_tell_binaries_of_one_name_apart(self):
         self.assertEqual(tool.labels(["a/generation", "b/generation"]), ["a/generation", "b/generation"])
