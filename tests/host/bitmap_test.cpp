@@ -57,6 +57,31 @@ TEST(BitmapView, RecomputedLevelOffsetsMatchTheShape) {
   }
 }
 
+TEST(BitmapView, NextMarkedWordIsTheFirstNonEmptyWordAtOrAfterItsStart) {
+  // Three levels; set bits in a few words, in and across level-1 words, and scan from every word.
+  OwnedBitmap bitmap(64 * 64 * 3 + 100);
+  ASSERT_EQ(bitmap.shape.level_count, 3);
+  std::mt19937_64 random(7);
+  for (int i = 0; i < 20; ++i) bitmap.view.set(random() % bitmap.shape.bit_count);
+  bitmap.view.set(0);
+  bitmap.view.set(bitmap.shape.bit_count - 1);
+  ASSERT_TRUE(bitmap.consistent());
+  const std::uint64_t words = bitmap.shape.level_words[0];
+  for (const std::uint64_t limit : {words, words - 70, std::uint64_t{64}, std::uint64_t{1}}) {
+    for (std::uint64_t from = 0; from <= words; ++from) {
+      std::uint64_t expected = from;
+      while (expected < limit && bitmap.view.word(0, expected) == 0) ++expected;
+      const std::uint64_t got = bitmap.view.next_marked_word(from, limit);
+      if (expected >= limit) EXPECT_GE(got, limit) << "from " << from << " limit " << limit;
+      else EXPECT_EQ(got, expected) << "from " << from << " limit " << limit;
+    }
+  }
+  // One level: no summary to skip by, every word is a candidate.
+  OwnedBitmap flat(64);
+  EXPECT_EQ(flat.view.next_marked_word(0, 1), 0u);
+  EXPECT_EQ(flat.view.next_marked_word(1, 1), 1u);
+}
+
 TEST(BitPicking, NthSetBitFindsThePositionOfEachSetBit) {
   std::mt19937_64 random(7);
   for (int trial = 0; trial < 2000; ++trial) {

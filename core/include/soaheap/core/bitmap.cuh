@@ -142,6 +142,19 @@ class BitmapView {
     }
   }
 
+  /// @brief The first level-0 word at or after @p from whose bit on level 1 is set (@p from itself
+  /// when the bitmap has no level 1), or a value >= @p limit: a scan of the words that hold a set
+  /// bit, for one word index of state (device_do; the level-1 word is read again for each).
+  SOAHEAP_HD std::uint64_t next_marked_word(std::uint64_t from, std::uint64_t limit) const {
+    if (level_count_ < 2) return from;
+    std::uint64_t at_or_after = ~std::uint64_t{0} << (from % 64);
+    for (std::uint64_t summary = from / 64; summary * 64 < limit; ++summary, at_or_after = ~std::uint64_t{0}) {
+      const std::uint64_t marked = detail::atomic_load(&word(1, summary)) & at_or_after;
+      if (marked != 0) return summary * 64 + static_cast<std::uint64_t>(detail::lowest_set_bit(marked));
+    }
+    return limit;
+  }
+
   /// @brief True when no bit appears set (exact when no operation is in flight).
   SOAHEAP_HD bool appears_empty() const { return detail::atomic_load(&word(level_count_ - 1, 0)) == 0; }
 

@@ -296,36 +296,31 @@ struct HeapInternals {
       // heap indexes two to four times the blocks it maps, and the level-0 words of the
       // interleaved bitmaps lie a cache line apart (nbody's 16,384 bodies in a heap grown from
       // 64 MiB read 1,024 words per visit for four). A bitmap of one level has no level 1: every
-      // word is read.
-      const bool one_level = allocated.level_count() < 2;
-      for (std::uint64_t summary = 0; summary * 64 < words; ++summary) {
-        std::uint64_t nonempty = one_level ? ~std::uint64_t{0} : atomic_load(&allocated.word(1, summary));
-        while (nonempty != 0) {
-          const std::uint64_t w = summary * 64 + static_cast<std::uint64_t>(lowest_set_bit(nonempty));
-          nonempty &= nonempty - 1;
-          if (w >= words) break;
-          std::uint64_t blocks = atomic_load(&allocated.word(0, w));
-          while (blocks != 0) {
-            const int bit = lowest_set_bit(blocks);
-            blocks &= blocks - 1;
-            const std::uint64_t block = w * 64 + static_cast<std::uint64_t>(bit);
-            std::uint64_t objects = atomic_load(&headers[block].allocation);
-            objects &= full_mask(class_id<C>);
-            if (objects == full_mask(class_id<C>)) {
+      // word is read. The scan keeps one word index as its state: keeping the level-1 word as well
+      // took nbody's compute_force kernel from 38 to 46 registers (6 to 5 blocks per SM; nbody
+      // 1.027x its time before, H100).
+      for (std::uint64_t w = 0; (w = allocated.next_marked_word(w, words)) < words; ++w) {
+        std::uint64_t blocks = atomic_load(&allocated.word(0, w));
+        while (blocks != 0) {
+          const int bit = lowest_set_bit(blocks);
+          blocks &= blocks - 1;
+          const std::uint64_t block = w * 64 + static_cast<std::uint64_t>(bit);
+          std::uint64_t objects = atomic_load(&headers[block].allocation);
+          objects &= full_mask(class_id<C>);
+          if (objects == full_mask(class_id<C>)) {
 SOAHEAP_UNROLL_4
-              for (int slot = 0; slot < Layout::template capacity<C>; ++slot) f(class_tag, block, slot, std::true_type{});
-              continue;
-            }
-            if constexpr (kTestEverySlot) {
+            for (int slot = 0; slot < Layout::template capacity<C>; ++slot) f(class_tag, block, slot, std::true_type{});
+            continue;
+          }
+          if constexpr (kTestEverySlot) {
 SOAHEAP_UNROLL_4
-              for (int slot = 0; slot < Layout::template capacity<C>; ++slot)
-                if ((objects >> slot) & 1) f(class_tag, block, slot, std::false_type{});
-            } else {
-              while (objects != 0) {
-                const int slot = lowest_set_bit(objects);
-                objects &= objects - 1;
-                f(class_tag, block, slot, std::false_type{});
-              }
+            for (int slot = 0; slot < Layout::template capacity<C>; ++slot)
+              if ((objects >> slot) & 1) f(class_tag, block, slot, std::false_type{});
+          } else {
+            while (objects != 0) {
+              const int slot = lowest_set_bit(objects);
+              objects &= objects - 1;
+              f(class_tag, block, slot, std::false_type{});
             }
           }
         }
