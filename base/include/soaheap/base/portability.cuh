@@ -172,11 +172,19 @@ SOAHEAP_HD inline std::uint64_t atomic_max(std::uint64_t* address, std::uint64_t
 #endif
 }
 
-/// Compare-and-swap; returns the value found at @p address.
+/// Compare-and-swap (of 64 or 32 bits); returns the value found at @p address.
 SOAHEAP_HD inline std::uint64_t atomic_cas(std::uint64_t* address, std::uint64_t expected, std::uint64_t desired) {
 #if SOAHEAP_DEVICE_CODE
   return atomicCAS(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(expected),
                    static_cast<unsigned long long>(desired));
+#else
+  __atomic_compare_exchange_n(address, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;
+#endif
+}
+SOAHEAP_HD inline std::uint32_t atomic_cas(std::uint32_t* address, std::uint32_t expected, std::uint32_t desired) {
+#if SOAHEAP_DEVICE_CODE
+  return atomicCAS(reinterpret_cast<unsigned int*>(address), expected, desired);
 #else
   __atomic_compare_exchange_n(address, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return expected;

@@ -94,7 +94,7 @@ struct Untyped {
   SOAHEAP_HD static bool free_run(const View& view, std::uint64_t first) {
     BlockHeader& header = view.headers[first];
     // One compare-and-swap decides which of two concurrent frees of the same run wins.
-    if (atomic_cas32(&header.class_id, kUntypedRunHeadId, kUntypedRunFreedId) != kUntypedRunHeadId) return false;
+    if (atomic_cas(&header.class_id, kUntypedRunHeadId, kUntypedRunFreedId) != kUntypedRunHeadId) return false;
     const std::uint64_t length = atomic_load(&header.run);
     clear_run_bits(run_blocks(view), first, length);
     atomic_fetch_add(&view.state->allocated_blocks, ~length + 1);  // -length
@@ -358,15 +358,6 @@ struct Untyped {
     return ++counter;
   }
 #endif
-
-  SOAHEAP_HD static std::uint32_t atomic_cas32(std::uint32_t* address, std::uint32_t expected, std::uint32_t desired) {
-#if SOAHEAP_DEVICE_CODE
-    return atomicCAS(reinterpret_cast<unsigned int*>(address), expected, desired);
-#else
-    __atomic_compare_exchange_n(address, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-    return expected;
-#endif
-  }
 };
 
 }  // namespace soaheap::detail
