@@ -353,6 +353,25 @@ SOAHEAP_HD inline int pick_set_bit(std::uint64_t value, std::uint32_t seed) {
   return nth_set_bit(value, static_cast<int>((static_cast<std::uint64_t>(mix_seed(seed)) * count) >> 32));
 }
 
+/// The first set bit of @p value at or after position seed mod 64, wrapping around (DynaSOAr's
+/// rotation); -1 when @p value is 0. Biased towards the set bit after a run of clear ones, which
+/// suits the size classes of soaheap::malloc (see BitPick).
+SOAHEAP_HD inline int rotating_set_bit(std::uint64_t value, std::uint32_t seed) {
+  if (value == 0) return -1;
+  const int rotation = static_cast<int>(seed & 63u);
+  return (lowest_set_bit(rotate_right(value, rotation)) + rotation) & 63;
+}
+
+/// How a lookup picks among the set bits of a word. Objects pick uniformly (pick_set_bit; decision
+/// 029: the rotation crowded applications' threads into a few blocks); the untyped size classes of
+/// soaheap::malloc rotate (rotating_set_bit), which starts their blocks faster where many threads
+/// start blocks at once (decision 033).
+enum class BitPick : std::uint8_t { uniform, rotating };
+
+SOAHEAP_HD inline int pick_set_bit(std::uint64_t value, std::uint32_t seed, BitPick pick) {
+  return pick == BitPick::rotating ? rotating_set_bit(value, seed) : pick_set_bit(value, seed);
+}
+
 /// A mask of the lowest @p count bits (count in 0..64).
 SOAHEAP_HD inline constexpr std::uint64_t low_bits(int count) {
   return count >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << count) - 1;

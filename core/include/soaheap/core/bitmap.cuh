@@ -158,16 +158,18 @@ class BitmapView {
   /// @brief True when no bit appears set (exact when no operation is in flight).
   SOAHEAP_HD bool appears_empty() const { return detail::atomic_load(&word(level_count_ - 1, 0)) == 0; }
 
-  /// @brief Position of some set bit, chosen top-down by @p seed (on each level every set bit of
-  /// the word equally likely: pick_set_bit), or kNotFound. Levels at or above @p lowest_from take
+  /// @brief Position of some set bit, chosen top-down by @p seed (on each level by @p pick: every
+  /// set bit of the word equally likely, or rotating), or kNotFound. Levels at or above @p lowest_from take
   /// their lowest set bit instead (the lowest region with a set bit, random inside it). May miss
   /// set bits while other threads are changing the bitmap; callers retry.
-  SOAHEAP_HD std::uint64_t try_find_set(std::uint32_t seed, int lowest_from = kMaxLevelsAny) const {
+  SOAHEAP_HD std::uint64_t try_find_set(std::uint32_t seed, int lowest_from = kMaxLevelsAny,
+                                        detail::BitPick pick = detail::BitPick::uniform) const {
     std::uint64_t index = 0;
     for (int level = level_count_ - 1; level >= 0; --level) {
       const std::uint64_t value = detail::atomic_load(&word(level, index));
-      const int bit = level >= lowest_from ? (value == 0 ? -1 : detail::lowest_set_bit(value))
-                                           : detail::pick_set_bit(value, detail::mix_seed(seed + static_cast<std::uint32_t>(level)));
+      const int bit = level >= lowest_from
+                          ? (value == 0 ? -1 : detail::lowest_set_bit(value))
+                          : detail::pick_set_bit(value, detail::mix_seed(seed + static_cast<std::uint32_t>(level)), pick);
       if (bit < 0) return kNotFound;
       index = index * 64 + static_cast<std::uint64_t>(bit);
     }
@@ -176,9 +178,10 @@ class BitmapView {
 
   /// @brief Finds a set bit and clears it atomically; returns its position, or kNotFound when the
   /// bitmap is empty or every attempt lost its bit to another thread.
-  SOAHEAP_HD std::uint64_t clear_any(std::uint32_t seed, int lowest_from = kMaxLevelsAny) const {
+  SOAHEAP_HD std::uint64_t clear_any(std::uint32_t seed, int lowest_from = kMaxLevelsAny,
+                                     detail::BitPick pick = detail::BitPick::uniform) const {
     for (int attempt = 0; attempt < kClearAnyAttempts; ++attempt) {
-      const std::uint64_t position = try_find_set(seed + static_cast<std::uint32_t>(attempt) * 0x9e3779b9u, lowest_from);
+      const std::uint64_t position = try_find_set(seed + static_cast<std::uint32_t>(attempt) * 0x9e3779b9u, lowest_from, pick);
       if (position == kNotFound) {
         if (appears_empty()) return kNotFound;
         continue;

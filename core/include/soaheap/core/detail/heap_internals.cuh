@@ -74,12 +74,13 @@ struct HeapInternals {
     return {static_cast<std::uint32_t>(class_index), capacity_of_class(class_index), defrag_threshold(class_index),
             allocated_blocks(class_index), active_blocks(class_index), defrag_candidates(class_index)};
   }
-  /// Untyped size class @p size_class: one chunk per slot, never a defrag candidate, current regions.
+  /// Untyped size class @p size_class: one chunk per slot, never a defrag candidate, current
+  /// regions, rotating lookups (BitPick).
   SOAHEAP_HD SlotClass untyped_class(int size_class) const {
     const BitmapView active = bitmap(kUntypedBitmapBase + 2 * size_class + 1);
     return {Untyped::class_id_of(size_class), Untyped::capacity(size_class), -1,
             bitmap(kUntypedBitmapBase + 2 * size_class), active, active, Untyped::span(size_class),
-            region_blocks_for(Untyped::kBlockBytes)};
+            region_blocks_for(Untyped::kBlockBytes), BitPick::rotating};
   }
   /// Every block that belongs to an untyped run.
   SOAHEAP_HD BitmapView untyped_run_blocks() const { return bitmap(kUntypedBitmapBase + 2 * Untyped::kClassCount); }

@@ -58,12 +58,13 @@ inline constexpr int kPackedContendedRounds = 4;
 /// other while the other lanes wait (docs/decisions/024-one-reservation-core.md).
 inline constexpr int kMinCapacityForWarpHandover = 2;
 
-/// Up to @p wanted set bits of @p free_slots, starting at a seed-dependent position.
-/// With @p aim >= 0 (a lane of a diverged warp, wanted = 1): the aim-th free slot, modulo their
-/// number, so that lanes of one warp reserving in one block rarely collide.
-SOAHEAP_HD inline std::uint64_t choose_slots(std::uint64_t free_slots, int wanted, std::uint32_t seed, int aim = -1) {
+/// Up to @p wanted set bits of @p free_slots, starting at a seed-dependent position (one slot:
+/// picked by @p pick). With @p aim >= 0 (a lane of a diverged warp, wanted = 1): the aim-th free
+/// slot, modulo their number, so that lanes of one warp reserving in one block rarely collide.
+SOAHEAP_HD inline std::uint64_t choose_slots(std::uint64_t free_slots, int wanted, std::uint32_t seed, int aim = -1,
+                                             BitPick pick = BitPick::uniform) {
   if (aim >= 0) return std::uint64_t{1} << nth_set_bit(free_slots, aim % popcount(free_slots));
-  if (wanted <= 1) return std::uint64_t{1} << pick_set_bit(free_slots, seed);
+  if (wanted <= 1) return std::uint64_t{1} << pick_set_bit(free_slots, seed, pick);
   if (popcount(free_slots) <= wanted) return free_slots;
   // Several slots (a warp's reservation): the lowest free ones at or above a seed-dependent slot,
   // then wrapping around, so that warps reserving in one block at once do not all go for the same
@@ -178,7 +179,7 @@ SOAHEAP_HD std::uint64_t try_reserve_in_block(const Heap& heap, const SlotClass&
       refresh_block_state(heap.headers, slot_class, block);
       return 0;
     }
-    const std::uint64_t chosen = choose_slots(free_slots, wanted, seed, aim);
+    const std::uint64_t chosen = choose_slots(free_slots, wanted, seed, aim, slot_class.pick);
     // Acquire: if the block was restarted for another class, the class id below is the new one.
     const std::uint64_t before = atomic_fetch_or_acquire(&header.allocation, chosen);
     const std::uint64_t reserved = chosen & ~before;
@@ -232,7 +233,8 @@ SOAHEAP_HD std::uint64_t take_free_block(const Heap& heap, const SlotClass& slot
   std::uint64_t block = BitmapView::kNotFound;
   no_run = false;
   if (slot_class.span == 1) {
-    block = heap.free_blocks().clear_any(seed, heap.state->lowest_first != 0 ? kLowestFirstLevel : BitmapView::kMaxLevelsAny);
+    block = heap.free_blocks().clear_any(seed, heap.state->lowest_first != 0 ? kLowestFirstLevel : BitmapView::kMaxLevelsAny,
+                                         slot_class.pick);
   } else {
     const auto span = static_cast<std::uint64_t>(slot_class.span);
     const std::uint64_t first = find_run(heap, span, heap.state->lowest_first != 0 ? 0 : mix_seed(seed) % heap.block_words());
@@ -265,7 +267,8 @@ SOAHEAP_HD Reservation reserve(const Heap& heap, const SlotClass& slot_class, in
     for (int lookup = 0; lookup < kActiveLookupAttempts; ++lookup) {
       // Lookups step by an odd constant (a Weyl sequence), so every lookup of a round starts
       // its search somewhere else.
-      const std::uint64_t block = active.try_find_set(round_seed + static_cast<std::uint32_t>(lookup) * 0x632be5abu);
+      const std::uint64_t block =
+          active.try_find_set(round_seed + static_cast<std::uint32_t>(lookup) * 0x632be5abu, BitmapView::kMaxLevelsAny, slot_class.pick);
       if (block == BitmapView::kNotFound) {
         // A miss is often only a summary bit whose word below was just emptied by blocks filling
         // up: look again. Giving up the round here started a new block whenever many threads
