@@ -113,6 +113,35 @@ TEST(BitPicking, EverySetBitIsEquallyLikely) {
   EXPECT_EQ(soaheap::detail::pick_set_bit(0, 5), -1);
 }
 
+TEST(BitPicking, RotatingPickTakesTheFirstSetBitAtOrAfterTheSeedsPosition) {
+  using soaheap::detail::BitPick;
+  const std::uint64_t value = 0xfull | (std::uint64_t{1} << 60);
+  for (std::uint32_t seed = 0; seed < 256; ++seed) {
+    const int position = static_cast<int>(seed % 64);
+    const int expected = position <= 3 ? position : position <= 60 ? 60 : 0;  // wraps around past bit 63
+    ASSERT_EQ(soaheap::detail::pick_set_bit(value, seed, BitPick::rotating), expected) << "seed " << seed;
+  }
+  EXPECT_EQ(soaheap::detail::pick_set_bit(0, 5, BitPick::rotating), -1);
+  EXPECT_EQ(soaheap::detail::pick_set_bit(std::uint64_t{1} << 63, 0, BitPick::rotating), 63);
+
+  // Through a three-level bitmap: every lookup lands on a set bit, and clear_any takes them all.
+  OwnedBitmap bitmap(262'144);
+  std::mt19937_64 random(2);
+  std::set<std::uint64_t> set;
+  while (set.size() < 300) set.insert(random() % bitmap.shape.bit_count);
+  for (const std::uint64_t bit : set) bitmap.view.set(bit);
+  for (std::uint32_t seed = 0; seed < 2000; ++seed) {
+    const std::uint64_t position = bitmap.view.try_find_set(seed, soaheap::BitmapView::kMaxLevelsAny, BitPick::rotating);
+    ASSERT_TRUE(set.count(position)) << position;
+  }
+  std::set<std::uint64_t> cleared;
+  for (std::uint32_t seed = 0; seed < set.size(); ++seed)
+    cleared.insert(bitmap.view.clear_any(seed * 77u, soaheap::BitmapView::kMaxLevelsAny, BitPick::rotating));
+  EXPECT_EQ(cleared, set);
+  EXPECT_TRUE(bitmap.view.appears_empty());
+  EXPECT_TRUE(bitmap.consistent());
+}
+
 TEST(BitPicking, LookupsReachEverySetBitOfAThreeLevelBitmap) {
   // Seeds as reserve() makes them (a warp's seed, then its five lookups); each level must pick with a
   // hash of its own: a pick whose levels' hashes are related (mix_seed of seed + level alone, rotating
