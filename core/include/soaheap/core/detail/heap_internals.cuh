@@ -75,7 +75,7 @@ struct HeapInternals {
             allocated_blocks(class_index), active_blocks(class_index), defrag_candidates(class_index)};
   }
   /// Untyped size class @p size_class: one chunk per slot, never a defrag candidate, current
-  /// regions, rotating lookups (BitPick).
+  /// regions, free blocks and slots picked by rotation (BitPick).
   SOAHEAP_HD SlotClass untyped_class(int size_class) const {
     const BitmapView active = bitmap(kUntypedBitmapBase + 2 * size_class + 1);
     return {Untyped::class_id_of(size_class), Untyped::capacity(size_class), -1,
