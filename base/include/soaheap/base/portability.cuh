@@ -365,7 +365,7 @@ SOAHEAP_HD inline int rotating_set_bit(std::uint64_t value, std::uint32_t seed) 
 /// How a lookup picks among the set bits of a word. Objects pick uniformly (pick_set_bit; decision
 /// 029: the rotation crowded applications' threads into a few blocks); the untyped size classes of
 /// soaheap::malloc rotate (rotating_set_bit) where they take a free block and a slot, which starts
-/// their blocks faster where many threads start blocks at once (decision 033).
+/// their blocks faster where many threads start blocks at once (decision 032).
 enum class BitPick : std::uint8_t { uniform, rotating };
 
 SOAHEAP_HD inline int pick_set_bit(std::uint64_t value, std::uint32_t seed, BitPick pick) {

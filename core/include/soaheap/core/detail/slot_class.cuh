@@ -23,7 +23,7 @@ struct SlotClass {
   BitmapView candidates;    ///< its defrag candidates (unused when candidate_threshold < 0)
   int span = 1;             ///< contiguous blocks per block of the class (slot_reservation.cuh)
   int region_blocks = 0;    ///< most blocks of the class's current regions; 0: it takes none (current_region.cuh)
-  /// How it picks a free block to start and a single slot in a block (decision 033).
+  /// How it picks a free block to start and a single slot in a block (decision 032).
   BitPick pick = BitPick::uniform;
 
   SOAHEAP_HD std::uint64_t full_mask() const { return low_bits(capacity); }

@@ -268,7 +268,7 @@ SOAHEAP_HD Reservation reserve(const Heap& heap, const SlotClass& slot_class, in
       // Lookups step by an odd constant (a Weyl sequence), so every lookup of a round starts
       // its search somewhere else.
       // Always the uniform pick, whatever the class's BitPick: a rotating lookup reaches only a few
-      // of the blocks with room and starts new ones instead (decision 033: the fill until the first
+      // of the blocks with room and starts new ones instead (decision 032: the fill until the first
       // failure 95.8 -> 75.5 % with 4 KiB blocks).
       const std::uint64_t block = active.try_find_set(round_seed + static_cast<std::uint32_t>(lookup) * 0x632be5abu);
       if (block == BitmapView::kNotFound) {
