@@ -103,6 +103,12 @@ class BitmapView {
   SOAHEAP_HD std::uint64_t clear_in_word(std::uint64_t word_index, std::uint64_t mask) const {
     return update_word(word_index, mask, false);
   }
+  /// @brief set_in_word / clear_in_word (@p value) on level 0 alone, for a bitmap that is only read
+  /// bit by bit (get) and never searched: its upper levels are not kept (the heap's run bitmap).
+  SOAHEAP_HD void assign_in_level0_word(std::uint64_t word_index, std::uint64_t mask, bool value) const {
+    if (value) detail::atomic_fetch_or(&word(0, word_index), mask);
+    else detail::atomic_fetch_and(&word(0, word_index), ~mask);
+  }
 
   /// @brief Re-derives the upper levels above level-0 word @p word_index after its bits were written
   /// directly (a fixed heap writes its free bits by copy when it is made). Safe to repeat and

@@ -95,6 +95,12 @@ SOAHEAP_HD inline void set_run_bits(const BitmapView& bits, std::uint64_t first,
 SOAHEAP_HD inline void clear_run_bits(const BitmapView& bits, std::uint64_t first, std::uint64_t length) {
   for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w) bits.clear_in_word(w, run_mask(w, first, length));
 }
+/// Sets (@p value) or clears the bits of blocks [first, first + length) in level 0 of @p bits
+/// alone, a bitmap that keeps no upper levels (BitmapView::assign_in_level0_word).
+SOAHEAP_HD inline void assign_run_bits_in_level0(const BitmapView& bits, std::uint64_t first, std::uint64_t length, bool value) {
+  for (std::uint64_t w = first / 64; w <= (first + length - 1) / 64; ++w)
+    bits.assign_in_level0_word(w, run_mask(w, first, length), value);
+}
 
 /// Clears the free bits of [first, first + length) word by word; if another thread owned one of
 /// them first, gives back what it took and returns false.

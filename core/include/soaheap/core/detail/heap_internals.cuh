@@ -33,6 +33,8 @@ struct HeapInternals {
   /// Bitmaps: free, then allocated[c], active[c], defrag[c] for every class c, then untyped memory's.
   static constexpr int kUntypedBitmapBase = 1 + 3 * kClassCount;
   static constexpr int kBitmapCount = kUntypedBitmapBase + Untyped::kBitmapCount;
+  /// The untyped run bitmap, which keeps level 0 alone (untyped_allocator.cuh, run_blocks).
+  static constexpr int kRunBitmap = kUntypedBitmapBase + 2 * Untyped::kClassCount;
 
   template <class T>
   static constexpr int class_id = Layout::template index_of<T>;
@@ -83,7 +85,7 @@ struct HeapInternals {
             region_blocks_for(Untyped::kBlockBytes), BitPick::rotating};
   }
   /// Every block that belongs to an untyped run.
-  SOAHEAP_HD BitmapView untyped_run_blocks() const { return bitmap(kUntypedBitmapBase + 2 * Untyped::kClassCount); }
+  SOAHEAP_HD BitmapView untyped_run_blocks() const { return bitmap(kRunBitmap); }
 
   // ---- block accounting --------------------------------------------------------------------------------
   /// Called by whoever takes a block out of the free bitmap.

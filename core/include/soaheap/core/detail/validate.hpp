@@ -41,7 +41,8 @@ void Heap<Classes...>::validate(Validation level) const {
   const Snapshot snapshot = take_snapshot(level == Validation::full);
   const Internals& view = snapshot.view;
 
-  // 1. Every bitmap level agrees with the one below, and no bit lies beyond the heap.
+  // 1. Every bitmap level agrees with the one below (but for the run bitmap, which keeps level 0
+  //    alone), and no bit lies beyond the heap.
   for (int b = 0; b < Internals::kBitmapCount; ++b) {
     const BitmapView bitmap = view.bitmap(b);
     const BitmapShape& shape = snapshot.shape;
@@ -54,7 +55,7 @@ void Heap<Classes...>::validate(Validation level) const {
         if ((value & ~detail::low_bits(valid_bits)) != 0)
           detail::InvariantReport::fail(first, nullptr, "bitmap ", b, " level ", level, " word ", w,
                                         " has bits set beyond its size");
-        if (level + 1 < shape.level_count) {
+        if (level + 1 < shape.level_count && b != Internals::kRunBitmap) {
           const bool parent = (bitmap.word(level + 1, w / 64) >> (w % 64)) & 1u;
           if (parent != (value != 0))
             detail::InvariantReport::fail(first, nullptr, "bitmap ", b, " level ", level + 1, " bit ", w, " is ",
