@@ -40,7 +40,7 @@ struct Untyped {
   SOAHEAP_HD static BitmapView active(const View& view, int size_class) { return view.untyped_class(size_class).active; }
   /// Every block that belongs to a run. Read bit by bit only (stats, validate), never searched, so
   /// it keeps level 0 alone: its upper levels cost a run's start and its free a climb of dependent
-  /// atomics and fences (4 KiB at 1,024 threads; decision 032).
+  /// atomics and fences (decision 033).
   SOAHEAP_HD static BitmapView run_blocks(const View& view) { return view.untyped_run_blocks(); }
 
   SOAHEAP_HD static void record(const View& view, HeapErrorKind kind, std::uint64_t payload) {
