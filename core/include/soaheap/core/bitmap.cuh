@@ -165,9 +165,9 @@ class BitmapView {
   SOAHEAP_HD bool appears_empty() const { return detail::atomic_load(&word(level_count_ - 1, 0)) == 0; }
 
   /// @brief Position of some set bit, chosen top-down by @p seed (on each level by @p pick: every
-  /// set bit of the word equally likely, or rotating), or kNotFound. Levels at or above @p lowest_from take
-  /// their lowest set bit instead (the lowest region with a set bit, random inside it). May miss
-  /// set bits while other threads are changing the bitmap; callers retry.
+  /// set bit of the word equally likely, or rotating), or kNotFound. Levels at or above
+  /// @p lowest_from take their lowest set bit instead (the lowest region with a set bit, random
+  /// inside it). May miss set bits while other threads are changing the bitmap; callers retry.
   SOAHEAP_HD std::uint64_t try_find_set(std::uint32_t seed, int lowest_from = kMaxLevelsAny,
                                         detail::BitPick pick = detail::BitPick::uniform) const {
     std::uint64_t index = 0;
